@@ -1,0 +1,3 @@
+from onnx_parity.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,7 @@
+"""The `onnx-parity` command (skeleton; being built)."""
+
+from __future__ import annotations
+
+
+def main(argv: list[str] | None = None) -> int:
+    return 0

@@ -1,0 +1,103 @@
+"""What a run found: plain values that carry their evidence, rendered later by report/."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from onnx_parity.findings import Finding, Severity
+
+
+@dataclass(frozen=True)
+class OutputComparison:
+    """PyTorch against onnxruntime for one output at one batch size."""
+
+    output: str
+    batch_size: int
+    torch_shape: tuple[int, ...]
+    onnx_shape: tuple[int, ...]
+    torch_dtype: str
+    onnx_dtype: str
+    max_abs_diff: float | None
+    max_rel_diff: float | None
+    mismatched: int
+    total: int
+    # The smallest atol that would have passed at the configured rtol (None: no atol can,
+    # e.g. NaN against a number, or shapes differ).
+    smallest_passing_atol: float | None
+    passed: bool
+
+    @property
+    def mismatched_percent(self) -> float:
+        return 100.0 * self.mismatched / self.total if self.total else 0.0
+
+
+@dataclass(frozen=True)
+class ExportAttempt:
+    exporter: str
+    succeeded: bool
+    seconds: float
+    message: str | None = None
+
+
+@dataclass(frozen=True)
+class StepTiming:
+    step: str
+    seconds: float
+
+
+@dataclass(frozen=True)
+class ModelResult:
+    name: str
+    exporter: str | None
+    requested_opset: int
+    opset: int | None
+    atol: float
+    rtol: float
+    batch_sizes: tuple[int, ...]
+    findings: tuple[Finding, ...]
+    comparisons: tuple[OutputComparison, ...] = ()
+    attempts: tuple[ExportAttempt, ...] = ()
+    steps: tuple[StepTiming, ...] = ()
+    # Path of the exported model in the engine's work folder; publishing moves it to --out.
+    onnx_path: str | None = None
+    onnx_sha256: str | None = None
+    sample_sha256: dict[str, str] = field(default_factory=dict)
+    log: str = ""
+
+    @property
+    def passed(self) -> bool:
+        return all(finding.severity != Severity.ERROR for finding in self.findings)
+
+    @property
+    def max_abs_diff(self) -> float | None:
+        return _max_or_none(c.max_abs_diff for c in self.comparisons)
+
+    @property
+    def max_rel_diff(self) -> float | None:
+        return _max_or_none(c.max_rel_diff for c in self.comparisons)
+
+    def diffs_by_batch(self) -> dict[int, float | None]:
+        return {
+            size: _max_or_none(c.max_abs_diff for c in self.comparisons if c.batch_size == size)
+            for size in self.batch_sizes
+        }
+
+
+@dataclass(frozen=True)
+class RunResult:
+    config_path: str
+    versions: dict[str, str]
+    models: tuple[ModelResult, ...]
+
+    @property
+    def passed(self) -> bool:
+        return all(model.passed for model in self.models)
+
+    @property
+    def failed_models(self) -> tuple[str, ...]:
+        return tuple(model.name for model in self.models if not model.passed)
+
+
+def _max_or_none(values: object) -> float | None:
+    present = [value for value in values if value is not None]  # type: ignore[attr-defined]
+    return max(present) if present else None

@@ -1,0 +1,189 @@
+"""The vocabulary every stage reports in: finding codes, severities and findings.
+
+Codes are a public contract (documented in the README with cause and fix); the catalogue
+below is the single place their severity and standard fix live, so the report, the PR
+comment and the annotations always say the same thing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from enum import Enum
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+
+@dataclass(frozen=True)
+class CodeInfo:
+    severity: Severity
+    title: str
+    fix: str
+
+
+CATALOGUE: dict[str, CodeInfo] = {
+    "parity-mismatch": CodeInfo(
+        Severity.ERROR,
+        "onnxruntime's outputs differ from PyTorch's beyond the tolerance",
+        "Look for an operator whose ONNX decomposition differs (the report names the output "
+        "and batch size); if the drift is acceptable, raise `atol`/`rtol` for this model to the "
+        "smallest passing atol shown.",
+    ),
+    "frozen-dimension": CodeInfo(
+        Severity.ERROR,
+        "a dimension meant to vary is fixed in the exported model",
+        "Declare the axis in `dynamic-axes` and remove hard-coded sizes from forward "
+        "(e.g. `x.view(1, -1)` -> `x.flatten(1)` or `x.view(x.shape[0], -1)`).",
+    ),
+    "data-dependent-branch": CodeInfo(
+        Severity.ERROR,
+        "a Python branch on tensor values: the exported model implements one branch only",
+        "Rewrite the branch as tensor ops (`torch.where(cond, a, b)`) or `torch.cond`; if the "
+        "branch is constant for deployed inputs, explain it in `[[model.allow-warnings]]`.",
+    ),
+    "tracer-warning": CodeInfo(
+        Severity.ERROR,
+        "the TorchScript tracer treated a value as a constant",
+        "Remove the Python value conversion at the line shown (`.item()`, `int(t)`, `len(t)`), "
+        "or explain it in `[[model.allow-warnings]]` with a reason.",
+    ),
+    "unsupported-operator": CodeInfo(
+        Severity.ERROR,
+        "the exporter has no ONNX translation for an operator",
+        "Try the other exporter (`exporter = \"dynamo\"` handles e.g. `aten::fft_rfft`), a newer "
+        "`opset`, or rewrite the operation with supported ops.",
+    ),
+    "exporter-fallback": CodeInfo(
+        Severity.NOTE,
+        "the first exporter failed and the next one in the list was used",
+        "Pin `exporter` to the one that works to make the choice explicit, or fix the first "
+        "exporter's error shown.",
+    ),
+    "opset-mismatch": CodeInfo(
+        Severity.ERROR,
+        "the exported model's opset is not the one asked for",
+        "Set `opset` to the version the exporter actually produces (shown), or use the other "
+        "exporter; dynamo raises opsets below 18 to 18.",
+    ),
+    "onnx-checker": CodeInfo(
+        Severity.ERROR,
+        "onnx.checker rejects the exported model",
+        "The exporter produced an invalid model; try another `opset` (dynamo at 17 emits "
+        "attributes 17 does not know) or the other exporter.",
+    ),
+    "shape-mismatch": CodeInfo(
+        Severity.ERROR,
+        "outputs differ in count, names or shape between PyTorch and onnxruntime",
+        "Check `outputs` in the configuration and the model's return value; a changed shape at "
+        "another batch size usually means a frozen dimension.",
+    ),
+    "dtype-mismatch": CodeInfo(
+        Severity.ERROR,
+        "an output's dtype differs between PyTorch and onnxruntime",
+        "Cast explicitly in forward (`.float()`, `.long()`) so both sides agree, or export at an "
+        "opset that supports the dtype.",
+    ),
+    "nan-or-inf": CodeInfo(
+        Severity.ERROR,
+        "NaN or Inf where the other side has a finite value",
+        "Look for a division, log or sqrt whose ONNX form differs at the edge of its domain; "
+        "clamp the input. NaN in samples is noted and compared position by position.",
+    ),
+    "training-mode": CodeInfo(
+        Severity.NOTE,
+        "the factory returned a model in training mode; it was switched to eval()",
+        "Return `model.eval()` from the factory so exports elsewhere get eval semantics too "
+        "(dynamo keeps an active Dropout otherwise).",
+    ),
+    "golden-mismatch": CodeInfo(
+        Severity.ERROR,
+        "onnxruntime's output differs from a committed golden output",
+        "The committed `output_K.pb` no longer matches: regenerate it if the change is intended, "
+        "otherwise find what changed the model's numbers.",
+    ),
+    "load-error": CodeInfo(
+        Severity.ERROR,
+        "the model or its samples could not be loaded",
+        "Fix the factory, weights or sample file named in the message.",
+    ),
+    "export-error": CodeInfo(
+        Severity.ERROR,
+        "every configured exporter failed",
+        "Read the exporter's message; try the other exporter or another opset.",
+    ),
+    "runtime-error": CodeInfo(
+        Severity.ERROR,
+        "PyTorch or onnxruntime failed to run the model on the samples",
+        "Read the runtime's message; it names the node and the shapes involved.",
+    ),
+    "crash": CodeInfo(
+        Severity.ERROR,
+        "the model's worker process died (a native crash: segfault or abort)",
+        "Run `onnx-parity check --model NAME --jobs 1 --debug` locally; the last log lines "
+        "show the step that crashed.",
+    ),
+    "timeout": CodeInfo(
+        Severity.ERROR,
+        "the model did not finish within `timeout-seconds`",
+        "Raise `timeout-seconds` for this model, or use smaller samples or fewer batch sizes.",
+    ),
+    "out-of-memory": CodeInfo(
+        Severity.ERROR,
+        "the model's worker went past `memory-limit-mb`",
+        "Raise `memory-limit-mb` for this model, or use smaller samples or batch sizes.",
+    ),
+}
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing found about a model, with the evidence a reader needs to act."""
+
+    code: str
+    message: str
+    file: str | None = None
+    line: int | None = None
+    fix: str | None = None
+    evidence: str | None = None
+    allowed_by: str | None = None
+    severity: Severity | None = None
+    details: dict[str, object] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.code not in CATALOGUE:
+            raise ValueError(f"unknown finding code {self.code!r}")
+        # An explained warning stays visible as a note; otherwise the catalogue decides
+        # unless the producer chose deliberately (e.g. a tracer warning in an installed
+        # library is a warning, not an error, since the user cannot change that code).
+        if self.allowed_by is not None:
+            object.__setattr__(self, "severity", Severity.NOTE)
+        elif self.severity is None:
+            object.__setattr__(self, "severity", CATALOGUE[self.code].severity)
+        else:
+            object.__setattr__(self, "severity", Severity(self.severity))
+
+    @property
+    def suggested_fix(self) -> str:
+        return self.fix or CATALOGUE[self.code].fix
+
+    def to_json(self) -> dict[str, object]:
+        data = asdict(self)
+        data["severity"] = Severity(self.severity).value
+        data["fix"] = self.suggested_fix
+        return {key: value for key, value in data.items() if value not in (None, {})}
+
+    @classmethod
+    def from_json(cls, data: dict[str, object]) -> "Finding":
+        names = {"code", "message", "file", "line", "fix", "evidence", "allowed_by", "severity",
+                 "details"}
+        kwargs = {key: value for key, value in data.items() if key in names}
+        return cls(**kwargs)  # type: ignore[arg-type]
+
+
+def worst(findings: list[Finding]) -> Severity | None:
+    order = [Severity.ERROR, Severity.WARNING, Severity.NOTE]
+    present = {finding.severity for finding in findings}
+    return next((severity for severity in order if severity in present), None)
