@@ -1,0 +1,636 @@
+"""Find, parse and validate the configuration into one frozen `Settings`.
+
+Every mistake raises `ConfigError` with one short paragraph: what is wrong, where (the file
+relative to the repository, the model, the key) and the fix. Nothing else escapes: the
+configuration comes from a pull request and may be anything.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import math
+import re
+import tomllib
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from onnx_parity.settings.paths import bundle_path, sample_path, weights_path
+from onnx_parity.settings.schema import (
+    DEFAULT_ATOL,
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_MEMORY_LIMIT_MB,
+    DEFAULT_OPSET,
+    DEFAULT_RTOL,
+    DEFAULT_TIMEOUT_SECONDS,
+    EXPORTERS,
+    MAX_OPSET,
+    MIN_OPSET,
+    AllowWarning,
+    ConfigError,
+    ModelSpec,
+    Settings,
+)
+
+CONFIG_NAME = "onnx-parity.toml"
+PYPROJECT_NAME = "pyproject.toml"
+PYPROJECT_TABLE = "onnx-parity"
+
+OVERRIDE_KEYS = (
+    "opset", "exporter", "atol", "rtol", "batch-sizes", "timeout-seconds", "memory-limit-mb",
+)
+TOP_KEYS = (*OVERRIDE_KEYS, "model")
+MODEL_KEYS = (
+    "name", "factory", "weights", "inputs", "outputs", "dynamic-axes", "allow-warnings",
+    *OVERRIDE_KEYS,
+)
+ALLOW_WARNING_KEYS = ("match", "reason")
+EXPORTER_CHOICES = ("auto", *EXPORTERS)
+# The name becomes `<name>.onnx` and an artifact name: keep it to characters safe everywhere.
+MODEL_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+AXIS = re.compile(r"[0-9]{1,3}")  # no tensor has 1000 dimensions
+BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+EXAMPLE = """\
+[[model]]
+name = "my-model"
+factory = "models.net:build_model"   # module:callable, importable from the repository root
+inputs = { input = "samples/input.npy" }"""
+
+
+@dataclass(frozen=True)
+class _Place:
+    """Where in the configuration a value sits, for error messages."""
+
+    file: str
+    scope: str = ""
+
+    def within(self, scope: str) -> _Place:
+        return _Place(self.file, f"{self.scope}: {scope}" if self.scope else scope)
+
+    def at(self, key: str) -> str:
+        return ": ".join(part for part in (self.file, self.scope, f'key "{key}"') if part)
+
+    def here(self) -> str:
+        return ": ".join(part for part in (self.file, self.scope) if part)
+
+
+@dataclass(frozen=True)
+class _Common:
+    """The keys a model may override, with the top-level values (or defaults) applied."""
+
+    opset: int
+    exporters: tuple[str, ...]
+    atol: float
+    rtol: float
+    batch_sizes: tuple[int, ...]
+    timeout_seconds: float
+    memory_limit_mb: int | None
+
+
+# ---------------------------------------------------------------------------------------------
+# Entry point
+
+
+def load_settings(repo: Path, config: Path | None = None) -> Settings:
+    """The validated settings for `repo`, read from `config` or found in the repository."""
+    root = repo.resolve()
+    path, label, table = _find_config(root, config)
+    place = _Place(label)
+    _check_keys(table, TOP_KEYS, place, belongs_in_model=MODEL_KEYS)
+    common = _apply_overrides(table, place, _defaults())
+    models = _models(table, place, common, root)
+    return Settings(repo=root, config_path=path.resolve(), models=models)
+
+
+def _defaults() -> _Common:
+    return _Common(
+        opset=DEFAULT_OPSET,
+        exporters=EXPORTERS,
+        atol=DEFAULT_ATOL,
+        rtol=DEFAULT_RTOL,
+        batch_sizes=DEFAULT_BATCH_SIZES,
+        timeout_seconds=DEFAULT_TIMEOUT_SECONDS,
+        memory_limit_mb=DEFAULT_MEMORY_LIMIT_MB,
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# Finding and parsing the file
+
+
+def _find_config(root: Path, config: Path | None) -> tuple[Path, str, dict]:
+    """(file, its label in messages, the onnx-parity table) by the documented lookup order."""
+    if config is not None:
+        return _given_config(root, config)
+    own = root / CONFIG_NAME
+    if own.is_file():
+        return own, CONFIG_NAME, _parse(own, CONFIG_NAME)
+    pyproject = root / PYPROJECT_NAME
+    if pyproject.is_file():
+        table = _pyproject_table(_parse(pyproject, PYPROJECT_NAME), PYPROJECT_NAME)
+        if table is not None:
+            return pyproject, _pyproject_label(PYPROJECT_NAME), table
+    raise ConfigError(
+        f"No onnx-parity configuration in {root}: looked for {CONFIG_NAME} and for a "
+        f"[tool.{PYPROJECT_TABLE}] table in {PYPROJECT_NAME}. Create {CONFIG_NAME} at the "
+        f"repository root (or pass --config PATH), for example:\n\n{EXAMPLE}\n"
+    )
+
+
+def _given_config(root: Path, config: Path) -> tuple[Path, str, dict]:
+    config = Path(config)
+    path = config if config.is_absolute() else Path.cwd() / config
+    if not path.is_file():
+        problem = "is a directory" if path.is_dir() else "does not exist"
+        raise ConfigError(
+            f"--config {config}: {path} {problem}. Pass the path of an existing "
+            f"{CONFIG_NAME} (or {PYPROJECT_NAME}), relative to the current directory or absolute."
+        )
+    label = _label(root, path)
+    document = _parse(path, label)
+    if path.name != PYPROJECT_NAME:
+        return path, label, document
+    table = _pyproject_table(document, label)
+    if table is None:
+        raise ConfigError(
+            f"{label}: there is no [tool.{PYPROJECT_TABLE}] table. Add one with at least one "
+            f"[[tool.{PYPROJECT_TABLE}.model]] entry, or pass a {CONFIG_NAME} instead."
+        )
+    return path, _pyproject_label(label), table
+
+
+def _label(root: Path, path: Path) -> str:
+    """The config file as the user knows it: relative to the repository when inside it."""
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def _pyproject_label(label: str) -> str:
+    return f"{label} [tool.{PYPROJECT_TABLE}]"
+
+
+def _parse(path: Path, label: str) -> dict:
+    try:
+        with path.open("rb") as stream:
+            return tomllib.load(stream)
+    except tomllib.TOMLDecodeError as error:
+        raise ConfigError(_toml_error_text(label, str(error))) from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{label}: not UTF-8 text (byte {error.start}). Save the file as UTF-8."
+        ) from None
+    except ValueError as error:  # e.g. an integer literal too long for int()
+        raise ConfigError(f"{label}: not valid TOML: {error}. Fix the value.") from None
+    except RecursionError:
+        raise ConfigError(f"{label}: values are nested too deeply to read.") from None
+    except OSError as error:
+        raise ConfigError(f"{label}: cannot be read ({error.strerror}).") from None
+
+
+def _toml_error_text(label: str, message: str) -> str:
+    """tomllib's message, with its "(at line L, column C)" moved to the front."""
+    spot = re.search(r"\s*\(at (line \d+, column \d+|end of document)\)$", message)
+    if spot is None:
+        return f"{label}: not valid TOML: {message}. Fix the syntax (see https://toml.io)."
+    reason = message[: spot.start()]
+    return f"{label}: {spot.group(1)}: not valid TOML: {reason}. Fix the syntax at that spot."
+
+
+def _pyproject_table(document: dict, label: str) -> dict | None:
+    tool = document.get("tool")
+    if not isinstance(tool, dict) or PYPROJECT_TABLE not in tool:
+        return None
+    table = tool[PYPROJECT_TABLE]
+    if not isinstance(table, dict):
+        raise ConfigError(
+            f"{label}: tool.{PYPROJECT_TABLE} is {_kind(table)}, not a table. Write it as a "
+            f"[tool.{PYPROJECT_TABLE}] section with [[tool.{PYPROJECT_TABLE}.model]] entries."
+        )
+    return table
+
+
+# ---------------------------------------------------------------------------------------------
+# Keys
+
+
+def _check_keys(
+    table: dict, valid: tuple[str, ...], place: _Place, belongs_in_model: tuple[str, ...] = ()
+) -> None:
+    for key in table:
+        if key not in valid:
+            raise _unknown_key(key, valid, place, belongs_in_model)
+
+
+def _unknown_key(
+    key: str, valid: tuple[str, ...], place: _Place, belongs_in_model: tuple[str, ...]
+) -> ConfigError:
+    if key in belongs_in_model:
+        return ConfigError(
+            f"{place.at(key)}: this key belongs inside a [[model]] entry. Move it under the "
+            "[[model]] it describes."
+        )
+    guess = _did_you_mean(key, valid)
+    return ConfigError(
+        f"{place.at(key)}: unknown key{guess} Valid keys here: {', '.join(valid)}."
+    )
+
+
+def _did_you_mean(word: str, choices: tuple[str, ...]) -> str:
+    """'; did you mean "x"?' for the nearest choice, or '.' when none is close."""
+    close = _nearest(word, choices)
+    return f'; did you mean "{close}"?' if close else "."
+
+
+def _nearest(word: str, choices: tuple[str, ...]) -> str | None:
+    hyphenated = word.replace("_", "-").lower()
+    if hyphenated in choices:
+        return hyphenated
+    matches = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
+    return matches[0] if matches else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Values that may be set at the top level and overridden per model
+
+
+def _apply_overrides(table: dict, place: _Place, base: _Common) -> _Common:
+    changes = {
+        field: check(table[key], place.at(key))
+        for key, (field, check) in _OVERRIDES.items()
+        if key in table
+    }
+    return dataclasses.replace(base, **changes)
+
+
+def _opset(value: object, where: str) -> int:
+    opset = _integer(value, where, "an integer opset, e.g. opset = 18")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ConfigError(
+            f"{where}: opset {opset} is outside the supported range. Use an opset from "
+            f"{MIN_OPSET} to {MAX_OPSET} (the default is {DEFAULT_OPSET})."
+        )
+    return opset
+
+
+def _exporters(value: object, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return EXPORTERS if _exporter_name(value, where, EXPORTER_CHOICES) == "auto" else (value,)
+    if not isinstance(value, list) or not value:
+        raise _wrong_type(
+            where, value, 'exporter = "auto", "dynamo", "torchscript", or a non-empty list '
+            'of the two in the order to try, e.g. ["torchscript", "dynamo"]'
+        )
+    names = tuple(_exporter_name(item, where, EXPORTERS) for item in value)
+    _no_duplicates(names, where, "list each exporter once")
+    return names
+
+
+def _exporter_name(value: object, where: str, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str):
+        raise _wrong_type(where, value, f"one of {_quoted(choices)}")
+    if value not in choices:
+        guess = _did_you_mean(value, choices)
+        raise ConfigError(
+            f'{where}: unknown exporter "{value}"{guess} Use one of {_quoted(choices)}.'
+        )
+    return value
+
+
+def _tolerance(value: object, where: str) -> float:
+    number = _finite_number(value, where, "a number, e.g. atol = 1e-5")
+    if number < 0:
+        raise ConfigError(f"{where}: {number} is negative. Use a tolerance >= 0, e.g. 1e-5.")
+    return float(number)
+
+
+def _batch_sizes(value: object, where: str) -> tuple[int, ...]:
+    fix = "a non-empty list of positive integers, e.g. batch-sizes = [1, 4]"
+    if not isinstance(value, list) or not value:
+        raise _wrong_type(where, value, fix)
+    sizes = tuple(_integer(item, where, fix) for item in value)
+    if any(size <= 0 for size in sizes):
+        raise ConfigError(f"{where}: {_show(value)} contains a size below 1. Use {fix}.")
+    _no_duplicates(sizes, where, "list each batch size once")
+    return sizes
+
+
+def _timeout(value: object, where: str) -> float:
+    seconds = _finite_number(value, where, "a number of seconds, e.g. timeout-seconds = 600")
+    if seconds <= 0:
+        raise ConfigError(
+            f"{where}: {seconds} is not a positive number of seconds. Use a value > 0, "
+            f"e.g. {DEFAULT_TIMEOUT_SECONDS:g}."
+        )
+    return float(seconds)
+
+
+def _memory_limit(value: object, where: str) -> int:
+    fix = "a positive whole number of megabytes, e.g. memory-limit-mb = 4096 (omit it for no limit)"
+    megabytes = _integer(value, where, fix)
+    if megabytes <= 0:
+        raise ConfigError(f"{where}: {megabytes} is not positive. Use {fix}.")
+    return megabytes
+
+
+_OVERRIDES: dict[str, tuple[str, Callable[[object, str], object]]] = {
+    "opset": ("opset", _opset),
+    "exporter": ("exporters", _exporters),
+    "atol": ("atol", _tolerance),
+    "rtol": ("rtol", _tolerance),
+    "batch-sizes": ("batch_sizes", _batch_sizes),
+    "timeout-seconds": ("timeout_seconds", _timeout),
+    "memory-limit-mb": ("memory_limit_mb", _memory_limit),
+}
+
+
+# ---------------------------------------------------------------------------------------------
+# Models
+
+
+def _models(table: dict, place: _Place, common: _Common, root: Path) -> tuple[ModelSpec, ...]:
+    entries = _model_entries(table, place)
+    models: list[ModelSpec] = []
+    seen: dict[str, str] = {}
+    for index, entry in enumerate(entries):
+        model = _model(entry, index, place, common, root)
+        if model.name in seen:
+            raise ConfigError(
+                f'{place.file}: model[{index}]: key "name": "{model.name}" is already used by '
+                f"{seen[model.name]}. Model names must be unique (each becomes <name>.onnx); "
+                "rename one of them."
+            )
+        seen[model.name] = f"model[{index}]"
+        models.append(model)
+    return tuple(models)
+
+
+def _model_entries(table: dict, place: _Place) -> list:
+    if "model" not in table:
+        raise ConfigError(
+            f"{place.here()}: no models are declared. Add at least one [[model]] entry with "
+            'name, factory and inputs, e.g. [[model]] name = "my-model" '
+            'factory = "models.net:build_model" inputs = { input = "samples/input.npy" }.'
+        )
+    entries = table["model"]
+    if isinstance(entries, dict):
+        raise ConfigError(
+            f'{place.at("model")}: written as a single [model] table. Use [[model]] (double '
+            "brackets) for each model, even when there is only one."
+        )
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(
+            f'{place.at("model")}: expected a non-empty list of [[model]] entries, got '
+            f"{_show(entries)}. Declare each model in its own [[model]] section."
+        )
+    return entries
+
+
+def _model(entry: object, index: int, file: _Place, common: _Common, root: Path) -> ModelSpec:
+    place = file.within(_model_label(entry, index))
+    if not isinstance(entry, dict):
+        raise ConfigError(
+            f"{place.here()}: expected a table, got {_show(entry)}. Declare each model in "
+            "its own [[model]] section with name, factory and inputs."
+        )
+    _check_keys(entry, MODEL_KEYS, place)
+    _require(entry, ("name", "factory", "inputs"), place)
+    name = _model_name(entry["name"], place.at("name"))
+    factory = _factory(entry["factory"], place.at("factory"))
+    own = _apply_overrides(entry, place, common)
+    inputs = _inputs(entry["inputs"], place, root)
+    outputs = _outputs(entry["outputs"], place.at("outputs")) if "outputs" in entry else None
+    return ModelSpec(
+        name=name,
+        factory=factory,
+        weights=_weights(entry.get("weights"), place.at("weights"), root),
+        inputs=inputs,
+        outputs=outputs or (),
+        dynamic_axes=_dynamic_axes(entry.get("dynamic-axes", {}), place, inputs, outputs),
+        allow_warnings=_allow_warnings(entry.get("allow-warnings", []), place),
+        **dataclasses.asdict(own),
+    )
+
+
+def _model_label(entry: object, index: int) -> str:
+    name = entry.get("name") if isinstance(entry, dict) else None
+    if isinstance(name, str) and MODEL_NAME.fullmatch(name):
+        return f'model "{name}"'
+    return f"model[{index}]"
+
+
+def _require(entry: dict, keys: tuple[str, ...], place: _Place) -> None:
+    fixes = {
+        "name": 'name = "my-model"',
+        "factory": 'factory = "models.net:build_model"',
+        "inputs": 'inputs = { input = "samples/input.npy" }',
+    }
+    for key in keys:
+        if key not in entry:
+            raise ConfigError(f"{place.at(key)}: missing. Add it to this [[model]], e.g. {fixes[key]}.")
+
+
+def _model_name(value: object, where: str) -> str:
+    name = _string(value, where, 'a model name, e.g. name = "small-cnn"')
+    if not MODEL_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{where}: {_show(name)} cannot be used as a file name (it becomes <name>.onnx). "
+            "Use 1-128 letters, digits, '.', '_' or '-', not starting with '.', e.g. \"small-cnn\"."
+        )
+    return name
+
+
+def _factory(value: object, where: str) -> str:
+    spec = _string(value, where, 'a "module:callable" string, e.g. "models.cnn:SmallCNN"')
+    module, colon, attribute = spec.partition(":")
+    if not (colon and _dotted_identifier(module) and _dotted_identifier(attribute)):
+        raise ConfigError(
+            f'{where}: "{spec}" is not of the form "module:callable". Write the dotted module '
+            'path, a colon, and the callable that returns the nn.Module, e.g. '
+            '"models.cnn:SmallCNN" (importable from the repository root).'
+        )
+    return spec
+
+
+def _dotted_identifier(text: str) -> bool:
+    return bool(text) and all(part.isidentifier() for part in text.split("."))
+
+
+def _weights(value: object, where: str, root: Path) -> Path | None:
+    if value is None:
+        return None
+    raw = _string(value, where, 'a path to a state_dict file, e.g. weights = "weights/model.pt"')
+    return weights_path(root, raw, where)
+
+
+def _inputs(value: object, place: _Place, root: Path) -> dict[str, Path] | Path:
+    where = place.at("inputs")
+    if isinstance(value, str):
+        return bundle_path(root, value, where)
+    if not isinstance(value, dict) or not value:
+        raise _wrong_type(
+            where, value, 'a table of input name -> sample file, e.g. inputs = { input = '
+            '"samples/input.npy" }, or one .npz/.pt bundle file or Model Zoo folder'
+        )
+    return {
+        _name(name, where, "an input name"): _sample(raw, place.at(_dotted("inputs", name)), root)
+        for name, raw in value.items()
+    }
+
+
+def _sample(value: object, where: str, root: Path) -> Path:
+    raw = _string(value, where, 'a path to a sample file, e.g. "samples/input.npy"')
+    return sample_path(root, raw, where)
+
+
+def _outputs(value: object, where: str) -> tuple[str, ...]:
+    fix = 'a non-empty list of output names, e.g. outputs = ["logits"] (or omit the key)'
+    if not isinstance(value, list) or not value:
+        raise _wrong_type(where, value, fix)
+    names = tuple(_name(item, where, "an output name") for item in value)
+    _no_duplicates(names, where, "list each output name once")
+    return names
+
+
+def _dynamic_axes(
+    value: object,
+    place: _Place,
+    inputs: dict[str, Path] | Path,
+    outputs: tuple[str, ...] | None,
+) -> dict[str, dict[int, str]]:
+    where = place.at("dynamic-axes")
+    if not isinstance(value, dict):
+        raise _wrong_type(where, value, 'a table, e.g. dynamic-axes = { input = { 0 = "batch" } }')
+    # Names can only be checked when both sides are declared: an unknown name could
+    # otherwise be an output (or an input inside a bundle) we have not seen.
+    known = (*inputs, *outputs) if isinstance(inputs, dict) and outputs is not None else None
+    return {
+        _axis_owner(name, where, known): _axes(axes, place.at(_dotted("dynamic-axes", name)))
+        for name, axes in value.items()
+    }
+
+
+def _axis_owner(name: str, where: str, known: tuple[str, ...] | None) -> str:
+    _name(name, where, "an input or output name")
+    if known is None or name in known:
+        return name
+    guess = _did_you_mean(name, known)
+    raise ConfigError(
+        f'{where}: "{name}" is neither an input nor an output of this model{guess} '
+        f"Name one of {_quoted(known)}."
+    )
+
+
+def _axes(value: object, where: str) -> dict[int, str]:
+    fix = 'a table of axis index -> dimension name, e.g. { 0 = "batch" }'
+    if not isinstance(value, dict) or not value:
+        raise _wrong_type(where, value, fix)
+    axes: dict[int, str] = {}
+    for axis, label in value.items():
+        if not AXIS.fullmatch(axis):
+            raise ConfigError(
+                f'{where}: axis "{axis}" is not an axis index (0, 1, 2, ...). Use {fix}.'
+            )
+        axes[int(axis)] = _name(label, where, "a dimension name")
+    return axes
+
+
+def _allow_warnings(value: object, place: _Place) -> tuple[AllowWarning, ...]:
+    if not isinstance(value, list):
+        raise _wrong_type(
+            place.at("allow-warnings"), value,
+            "[[model.allow-warnings]] sections, each with match and reason",
+        )
+    return tuple(_allow_warning(item, place.within(f"allow-warnings[{index}]"))
+                 for index, item in enumerate(value))
+
+
+def _allow_warning(value: object, place: _Place) -> AllowWarning:
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"{place.here()}: expected a table, got {_show(value)}. Write a "
+            "[[model.allow-warnings]] section with match and reason."
+        )
+    _check_keys(value, ALLOW_WARNING_KEYS, place)
+    fixes = {
+        "match": 'match = "Converting a tensor to a Python boolean" (text found in the warning)',
+        "reason": 'reason = "why this warning is harmless for this model" (the reason is the point)',
+    }
+    texts = {}
+    for key, fix in fixes.items():
+        if key not in value:
+            raise ConfigError(f"{place.at(key)}: missing. Add {fix}.")
+        texts[key] = _name(value[key], place.at(key), f"non-empty text: {fix}")
+    return AllowWarning(match=texts["match"], reason=texts["reason"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Scalar checks shared by the sections above
+
+
+def _integer(value: object, where: str, fix: str) -> int:
+    # bool is a subclass of int in Python: `opset = true` must not read as 1.
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise _wrong_type(where, value, fix)
+    return value
+
+
+def _finite_number(value: object, where: str, fix: str) -> float | int:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise _wrong_type(where, value, fix)
+    if not math.isfinite(value):
+        raise ConfigError(f"{where}: {value} is not a finite number. Use {fix}.")
+    return value
+
+
+def _string(value: object, where: str, fix: str) -> str:
+    if not isinstance(value, str):
+        raise _wrong_type(where, value, fix)
+    return value
+
+
+def _name(value: object, where: str, what: str) -> str:
+    """A non-empty string (names, patterns, reasons)."""
+    text = _string(value, where, what)
+    if not text.strip():
+        raise ConfigError(f"{where}: an empty string is not {what}. Write {what}.")
+    return text
+
+
+def _no_duplicates(items: tuple, where: str, fix: str) -> None:
+    repeated = sorted({str(item) for item in items if items.count(item) > 1})
+    if repeated:
+        raise ConfigError(f"{where}: {', '.join(repeated)} appears more than once; {fix}.")
+
+
+def _wrong_type(where: str, value: object, fix: str) -> ConfigError:
+    return ConfigError(f"{where}: expected {fix}; got {_kind(value)} {_show(value)}.")
+
+
+def _kind(value: object) -> str:
+    kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
+             (list, "an array"), (dict, "a table"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "a date/time")
+
+
+def _show(value: object) -> str:
+    """A value roughly as written in TOML, cut short."""
+    if isinstance(value, bool):
+        text = str(value).lower()
+    elif isinstance(value, (str, list, dict, int, float)):
+        text = json.dumps(value, default=str, ensure_ascii=False)
+    else:
+        text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _quoted(choices: tuple[str, ...]) -> str:
+    return ", ".join(f'"{choice}"' for choice in choices)
+
+
+def _dotted(parent: str, key: str) -> str:
+    return f"{parent}.{key}" if BARE_KEY.fullmatch(key) else f"{parent}.{json.dumps(key)}"
