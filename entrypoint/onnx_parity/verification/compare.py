@@ -1,0 +1,165 @@
+"""One output of PyTorch against the same output of onnxruntime, as a value with its evidence.
+
+The rule is numpy's and torch's `allclose` convention with PyTorch as the reference:
+an element passes when `|onnx - torch| <= atol + rtol * |torch|`. Integer and bool outputs
+(the reference's dtype decides) must match exactly. NaN passes only where the reference has
+NaN, and +Inf/-Inf only where the reference has the same infinity; those positions count as
+equal (difference 0). All arithmetic is float64 (complex128 for complex outputs) under
+`np.errstate(all="ignore")`, so no numeric input makes these functions raise.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from onnx_parity.engine.results import OutputComparison
+
+
+@dataclass(frozen=True)
+class _Figures:
+    """What one aligned comparison measured, before it becomes an OutputComparison."""
+
+    max_abs_diff: float
+    max_rel_diff: float
+    mismatched: int
+    smallest_passing_atol: float | None
+
+
+def compare_output(output: str, batch_size: int, torch_value: np.ndarray,
+                   onnx_value: np.ndarray, atol: float, rtol: float) -> OutputComparison:
+    """Compare one output at one batch size; `passed` is the verdict, the rest its evidence.
+
+    Shapes that differ cannot be aligned: diffs and smallest_passing_atol are None, and every
+    element of the larger side counts as mismatched (mismatched = total = the larger size).
+    """
+    reference, candidate = np.asarray(torch_value), np.asarray(onnx_value)
+    if reference.shape != candidate.shape:
+        total = max(reference.size, candidate.size)
+        return _result(output, batch_size, reference, candidate, None, total, total)
+    if _is_exact(reference):
+        figures = _exact_figures(reference, candidate)
+    else:
+        figures = _tolerance_figures(reference, candidate, atol, rtol)
+    return _result(output, batch_size, reference, candidate, figures, reference.size,
+                   figures.mismatched)
+
+
+def nonfinite_mismatch(torch_value: np.ndarray, onnx_value: np.ndarray) -> int:
+    """Positions where either side is NaN/Inf and the two are not the same special value.
+
+    This is the count behind the engine's nan-or-inf finding. Shapes that differ cannot be
+    aligned and count 0 (the shape-mismatch finding covers them).
+    """
+    reference, candidate = np.asarray(torch_value), np.asarray(onnx_value)
+    if reference.shape != candidate.shape:
+        return 0
+    with np.errstate(all="ignore"):
+        ref, cand = _working(reference, candidate)
+        return int(np.count_nonzero(_special_mismatch(ref, cand)))
+
+
+def _result(output: str, batch_size: int, reference: np.ndarray, candidate: np.ndarray,
+            figures: _Figures | None, total: int, mismatched: int) -> OutputComparison:
+    return OutputComparison(
+        output=output,
+        batch_size=batch_size,
+        torch_shape=tuple(int(n) for n in reference.shape),
+        onnx_shape=tuple(int(n) for n in candidate.shape),
+        torch_dtype=reference.dtype.name,
+        onnx_dtype=candidate.dtype.name,
+        max_abs_diff=figures.max_abs_diff if figures else None,
+        max_rel_diff=figures.max_rel_diff if figures else None,
+        mismatched=mismatched,
+        total=total,
+        smallest_passing_atol=figures.smallest_passing_atol if figures else None,
+        passed=figures is not None and mismatched == 0,
+    )
+
+
+def _is_exact(reference: np.ndarray) -> bool:
+    return reference.dtype.kind in "biu"
+
+
+def _working(reference: np.ndarray, candidate: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Both sides in float64, or complex128 if either is complex."""
+    complex_ = reference.dtype.kind == "c" or candidate.dtype.kind == "c"
+    dtype = np.complex128 if complex_ else np.float64
+    return reference.astype(dtype), candidate.astype(dtype)
+
+
+def _same_special(ref: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    """Both NaN, or the same infinity: counted as equal with difference 0."""
+    both_nan = np.isnan(ref) & np.isnan(cand)
+    same_inf = np.isinf(ref) & np.isinf(cand) & (ref == cand)
+    return both_nan | same_inf
+
+
+def _special_mismatch(ref: np.ndarray, cand: np.ndarray) -> np.ndarray:
+    nonfinite = ~np.isfinite(ref) | ~np.isfinite(cand)
+    return nonfinite & ~_same_special(ref, cand)
+
+
+def _tolerance_figures(reference: np.ndarray, candidate: np.ndarray, atol: float,
+                       rtol: float) -> _Figures:
+    with np.errstate(all="ignore"):
+        ref, cand = _working(reference, candidate)
+        finite = np.isfinite(ref) & np.isfinite(cand)
+        diff = np.where(finite, np.abs(cand - ref), 0.0)
+        scale = rtol * np.abs(ref)
+        within = finite & (diff <= atol + scale)
+        mismatched = int(np.count_nonzero(~(within | _same_special(ref, cand))))
+        unbounded = bool(np.any(_special_mismatch(ref, cand)))
+        return _Figures(
+            max_abs_diff=math.inf if unbounded else _max(diff),
+            max_rel_diff=math.inf if unbounded else _max_relative(diff, ref, finite),
+            mismatched=mismatched,
+            smallest_passing_atol=None if unbounded else _smallest_atol(diff[finite],
+                                                                        scale[finite]),
+        )
+
+
+def _exact_figures(reference: np.ndarray, candidate: np.ndarray) -> _Figures:
+    """Integer/bool reference: any difference is a mismatch and no atol can excuse it."""
+    if candidate.dtype.kind in "biu":
+        # Python integers: exact for int64/uint64 values beyond float64's 2**53.
+        ref_ints, cand_ints = np.asarray(reference, object), np.asarray(candidate, object)
+        diff = np.asarray(np.abs(cand_ints - ref_ints), dtype=np.float64)
+        mismatched = int(np.count_nonzero(cand_ints != ref_ints))
+        figures = _Figures(_max(diff), 0.0, mismatched, None)
+        ref = reference.astype(np.float64)
+        relative = _max_relative(diff, ref, np.ones(ref.shape, bool))
+    else:
+        loose = _tolerance_figures(reference, candidate, 0.0, 0.0)
+        figures, relative = loose, loose.max_rel_diff
+    return _Figures(figures.max_abs_diff, relative, figures.mismatched,
+                    0.0 if figures.mismatched == 0 else None)
+
+
+def _max(values: np.ndarray) -> float:
+    return float(values.max()) if values.size else 0.0
+
+
+def _max_relative(diff: np.ndarray, ref: np.ndarray, finite: np.ndarray) -> float:
+    """max |d| / |torch| over elements where torch is finite and not 0 (0 if none are)."""
+    with np.errstate(all="ignore"):
+        usable = finite & (ref != 0)
+        return _max(diff[usable] / np.abs(ref[usable]))
+
+
+def _smallest_atol(diff: np.ndarray, scale: np.ndarray) -> float | None:
+    """max(0, |d| - rtol*|torch|), nudged up until it really passes in float64 rounding.
+
+    None when even that is not a finite number (a difference that overflowed float64).
+    """
+    with np.errstate(all="ignore"):
+        atol = float(max(0.0, _max(diff - scale)))
+        for _ in range(64):
+            if not math.isfinite(atol):
+                return None
+            if bool(np.all(diff <= atol + scale)):
+                return atol
+            atol = float(np.nextafter(atol, math.inf))
+    return None
