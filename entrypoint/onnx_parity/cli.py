@@ -1,7 +1,159 @@
-"""The `onnx-parity` command (skeleton; being built)."""
+"""The `onnx-parity` command: builds the real things (paths, clients, workers) and wires stages.
+
+Kept light on imports so `--help` answers at once: torch is only ever imported by the workers.
+"""
 
 from __future__ import annotations
 
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+import traceback
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from onnx_parity import __version__
+
+EXIT_PASSED, EXIT_FAILED, EXIT_INVALID, EXIT_INTERNAL = 0, 1, 2, 3
+
+
+class UsageError(Exception):
+    """The command line asks for something that cannot be done."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="onnx-parity",
+        description="Export the PyTorch models a repository declares to ONNX and check that "
+        "onnxruntime matches PyTorch on committed samples.",
+    )
+    parser.add_argument("--version", action="version", version=f"onnx-parity {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    check = commands.add_parser("check", help="check the models of a repository (exit 0/1/2)")
+    check.add_argument("--repo", type=Path, default=Path("."),
+                       help="repository root (default: current folder)")
+    check.add_argument("--config", type=Path, default=None,
+                       help="configuration file (default: onnx-parity.toml, then "
+                       "[tool.onnx-parity] in pyproject.toml)")
+    check.add_argument("--out", type=Path, default=Path("onnx-parity-out"),
+                       help="output folder (default: onnx-parity-out)")
+    check.add_argument("--model", action="append", default=[], metavar="NAME",
+                       help="check only this model (repeatable)")
+    check.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                       help="models checked in parallel (default: number of cores)")
+    check.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    commands.add_parser("action", help="what the GitHub Action container runs (reads INPUT_*)")
+    comment = commands.add_parser("comment", help="post the PR comment from a report.json "
+                                  "(two-job mode for fork pull requests)")
+    comment.add_argument("--report", type=Path, required=True, help="path of report.json")
+    return parser
+
+
+@dataclass(frozen=True)
+class CheckRun:
+    run: object  # RunResult
+    written: object  # WrittenReport
+    config_path: str
+
+
+def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[str], jobs: int,
+                  stream: TextIO, environ: dict[str, str] | None = None) -> CheckRun:
+    """Settings -> engine -> report -> files; raises ConfigError/UsageError for bad input."""
+    from onnx_parity.engine.run import run_models
+    from onnx_parity.publishing.console import Progress, verdict_table
+    from onnx_parity.publishing.files import write_outputs
+    from onnx_parity.report.markdown import render_markdown
+    from onnx_parity.settings.loading import load_settings
+
+    if not repo.is_dir():
+        raise UsageError(f"--repo {repo}: no such folder. Fix: pass the repository root.")
+    if jobs < 1:
+        raise UsageError(f"--jobs {jobs}: must be at least 1.")
+    settings = load_settings(repo.resolve(), config)
+    specs = _selected(settings.models, models, settings.relative(settings.config_path))
+    workdir = Path(tempfile.mkdtemp(prefix="onnx-parity-"))
+    try:
+        run = run_models(settings, specs, workdir, jobs, dict(environ or os.environ),
+                         Progress(stream))
+        markdown = render_markdown(run, footer=footer(run.versions))
+        written = write_outputs(run, markdown, out)
+    finally:
+        shutil.rmtree(workdir, ignore_errors=True)
+    stream.write("\n" + verdict_table(run))
+    stream.write(f"report: {written.report_markdown}\n")
+    return CheckRun(run, written, run.config_path)
+
+
+def _selected(specs: tuple, names: Sequence[str], config: str) -> tuple:
+    if not names:
+        return specs
+    known = [spec.name for spec in specs]
+    unknown = [name for name in names if name not in known]
+    if unknown:
+        raise UsageError(f"--model {unknown[0]}: no model of that name in {config} "
+                         f"(models: {', '.join(known)}). Fix: use one of those names.")
+    return tuple(spec for spec in specs if spec.name in names)
+
+
+def footer(versions: dict[str, str]) -> str:
+    shown = ("onnx-parity", "torch", "onnxruntime", "onnx", "onnxscript")
+    return " · ".join(f"{name} {versions.get(name, '?')}" for name in shown)
+
+
+def check_for_action(request: object) -> object:
+    """The engine as the GitHub Action calls it (see publishing/github/action.py)."""
+    from onnx_parity.publishing.github.action import CheckOutcome
+
+    done = perform_check(request.repo, request.config, request.out_dir, (),  # type: ignore[attr-defined]
+                         os.cpu_count() or 1, sys.stdout)
+    return CheckOutcome(run=done.run, config_path=done.config_path,
+                        report_json=done.written.report_json,  # type: ignore[attr-defined]
+                        report_markdown=done.written.report_markdown)  # type: ignore[attr-defined]
+
+
+def _client_factory(api_url: str, token: str) -> object:
+    from onnx_parity.publishing.github.http import GitHubClient
+
+    return GitHubClient(api_url, token)
+
+
+def _command(args: argparse.Namespace) -> int:
+    if args.command == "check":
+        done = perform_check(args.repo, args.config, args.out, args.model, args.jobs, sys.stdout)
+        return EXIT_PASSED if done.run.passed else EXIT_FAILED  # type: ignore[attr-defined]
+    if args.command == "action":
+        from onnx_parity.publishing.github.action import run_action
+
+        return run_action(os.environ, check=check_for_action, client_factory=_client_factory,
+                          stdout=sys.stdout, stderr=sys.stderr)
+    from onnx_parity.publishing.github.comment_command import run_comment_command
+
+    return run_comment_command(args.report, os.environ, _client_factory, sys.stdout)
+
 
 def main(argv: list[str] | None = None) -> int:
-    return 0
+    args = build_parser().parse_args(argv)
+    try:
+        return _command(args)
+    except Exception as error:
+        return _report_error(error, getattr(args, "debug", False))
+
+
+def _report_error(error: Exception, debug: bool) -> int:
+    from onnx_parity.settings.schema import ConfigError
+
+    if isinstance(error, (ConfigError, UsageError)):
+        print(f"onnx-parity: {error}", file=sys.stderr)
+        return EXIT_INVALID
+    if type(error).__name__ in ("OutputError", "ReportFormatError"):
+        print(f"onnx-parity: {error}", file=sys.stderr)
+        return EXIT_INVALID
+    if debug:
+        traceback.print_exc()
+    print(f"onnx-parity: internal error: {type(error).__name__}: {error}. Re-run with --debug "
+          "for the traceback and please report it.", file=sys.stderr)
+    return EXIT_INTERNAL

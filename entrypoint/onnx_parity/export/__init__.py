@@ -1,0 +1,1 @@
+"""Stage 3: turn the built model into ONNX with the configured exporters, capturing everything they say."""

@@ -1,0 +1,88 @@
+"""Capture what an exporter says: Python warnings with their source, and its console output.
+
+The dynamo exporter prints emoji progress and colours its errors; an ascii console would turn
+that into a UnicodeEncodeError that hides the real error. Everything is captured as text,
+ANSI codes stripped, and handed to the model's log instead of the user's console.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import re
+import sys
+import tempfile
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+
+
+def strip_ansi(text: str) -> str:
+    return ANSI.sub("", text)
+
+
+@dataclass(frozen=True)
+class CapturedWarning:
+    category: str
+    message: str
+    file: str
+    line: int
+
+    def describe(self) -> str:
+        return f"{self.file}:{self.line}: {self.category}: {self.message}"
+
+
+@dataclass
+class Capture:
+    """Filled while the `captured()` block runs."""
+
+    warnings: list[CapturedWarning] = field(default_factory=list)
+    output: str = ""
+
+
+@contextlib.contextmanager
+def captured() -> Iterator[Capture]:
+    """Record every warning and the Python-level stdout/stderr of the block."""
+    result = Capture()
+    buffer = io.StringIO()
+    with warnings.catch_warnings(record=True) as records:
+        warnings.simplefilter("always")
+        try:
+            with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+                yield result
+        finally:
+            result.output = strip_ansi(buffer.getvalue())
+            result.warnings.extend(_convert(record) for record in records)
+
+
+def _convert(record: warnings.WarningMessage) -> CapturedWarning:
+    return CapturedWarning(
+        category=record.category.__name__,
+        message=strip_ansi(str(record.message)),
+        file=str(record.filename),
+        line=int(record.lineno or 0),
+    )
+
+
+@contextlib.contextmanager
+def native_stderr() -> Iterator[list[str]]:
+    """Capture file descriptor 2: onnxruntime's C++ logger writes there, bypassing Python.
+
+    Yields a list that receives the captured lines (ANSI stripped) when the block ends.
+    """
+    lines: list[str] = []
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as sink:
+        os.dup2(sink.fileno(), 2)
+        try:
+            yield lines
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            sink.seek(0)
+            text = strip_ansi(sink.read().decode("utf-8", "replace"))
+            lines.extend(line for line in text.splitlines() if line.strip())

@@ -1,0 +1,74 @@
+"""Read the exported model back: is it valid ONNX, at the opset asked for, with the axes declared?"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onnx_parity.export.capture import strip_ansi
+
+Dims = tuple[int | str | None, ...]
+
+
+@dataclass(frozen=True)
+class ModelFacts:
+    opset: int | None
+    inputs: dict[str, Dims]
+    outputs: dict[str, Dims]
+    checker_error: str | None
+    operators: tuple[str, ...]
+
+
+def inspect_model(model_bytes: bytes) -> ModelFacts:
+    import onnx
+
+    proto = onnx.load_from_string(model_bytes)
+    return ModelFacts(
+        opset=_default_opset(proto),
+        inputs=_dims(proto.graph.input, _initializers(proto)),
+        outputs=_dims(proto.graph.output, set()),
+        checker_error=_check(proto),
+        operators=tuple(node.op_type for node in proto.graph.node),
+    )
+
+
+def _default_opset(proto: object) -> int | None:
+    for entry in proto.opset_import:  # type: ignore[attr-defined]
+        if entry.domain in ("", "ai.onnx"):
+            return int(entry.version)
+    return None
+
+
+def _initializers(proto: object) -> set[str]:
+    return {tensor.name for tensor in proto.graph.initializer}  # type: ignore[attr-defined]
+
+
+def _dims(values: object, skip: set[str]) -> dict[str, Dims]:
+    found: dict[str, Dims] = {}
+    for value in values:  # type: ignore[attr-defined]
+        if value.name in skip:
+            continue
+        shape = value.type.tensor_type.shape
+        found[value.name] = tuple(_dim(dim) for dim in shape.dim)
+    return found
+
+
+def _dim(dim: object) -> int | str | None:
+    if dim.HasField("dim_value"):  # type: ignore[attr-defined]
+        return int(dim.dim_value)  # type: ignore[attr-defined]
+    if dim.HasField("dim_param"):  # type: ignore[attr-defined]
+        return str(dim.dim_param)  # type: ignore[attr-defined]
+    return None
+
+
+def _check(proto: object) -> str | None:
+    import onnx
+
+    try:
+        onnx.checker.check_model(proto, full_check=True)
+    except Exception as error:  # ValidationError, InferenceError: both are findings
+        return " ".join(strip_ansi(str(error)).split())[:800]
+    return None
+
+
+def is_symbolic(dim: int | str | None) -> bool:
+    return not isinstance(dim, int)

@@ -1,0 +1,122 @@
+"""Turn what the exporters said (failures, warnings, differing traces) into findings.
+
+A warning's file tells whose code it is: inside the repository it is the user's to fix and an
+error; inside an installed package it is reported as a warning (nothing to fix locally).
+An `allow-warnings` entry whose `match` occurs in the message keeps the finding as a note with
+the reason.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from onnx_parity.export.capture import CapturedWarning
+from onnx_parity.export.exporters import ExportError
+from onnx_parity.findings import Finding, Severity
+from onnx_parity.settings.schema import AllowWarning
+
+BRANCH_PHRASE = "Converting a tensor to a Python boolean"
+TRACER_CATEGORY = "TracerWarning"
+
+
+def failure_finding(error: ExportError, repo: Path,
+                    allowed: tuple[AllowWarning, ...], fallback_used: bool) -> Finding:
+    """The finding for one exporter's failure (the caller decides whether it counts)."""
+    file, line = _repo_location(error.location, repo)
+    if error.kind == "unsupported-operator":
+        operator = error.operator or "an operator"
+        handled = "the next exporter handled it" if fallback_used else "no exporter handled it"
+        return Finding(
+            "unsupported-operator",
+            f"{error.exporter} cannot export {operator} ({handled}): {error.message}",
+            file=file, line=line, severity=Severity.NOTE if fallback_used else None,
+            details={"operator": operator, "exporter": error.exporter, "handled": fallback_used},
+        )
+    if error.kind == "data-dependent-branch":
+        return _allowing(
+            Finding(
+                "data-dependent-branch",
+                f"{error.exporter} refused a Python branch on tensor values"
+                + (f" at {file}:{line}" if file else "") + f": {error.message}",
+                file=file, line=line, evidence=error.message,
+            ),
+            allowed,
+        )
+    return Finding("export-error", f"{error.exporter} failed: {error.message}", file=file, line=line)
+
+
+def warning_findings(warnings: tuple[CapturedWarning, ...], repo: Path,
+                     allowed: tuple[AllowWarning, ...]) -> list[Finding]:
+    findings: list[Finding] = []
+    seen: set[tuple[str, str | None, int | None]] = set()
+    for warning in warnings:
+        if warning.category != TRACER_CATEGORY:
+            continue
+        finding = _allowing(_tracer_finding(warning, repo), allowed)
+        key = (finding.code, finding.file, finding.line)
+        if key not in seen:
+            seen.add(key)
+            findings.append(finding)
+    return findings
+
+
+def _tracer_finding(warning: CapturedWarning, repo: Path) -> Finding:
+    file, line = _repo_location((warning.file, warning.line), repo)
+    code = "data-dependent-branch" if BRANCH_PHRASE in warning.message else "tracer-warning"
+    where = f"{file}:{line}" if file else f"{warning.file}:{warning.line} (an installed package)"
+    return Finding(
+        code,
+        f"TracerWarning at {where}: {_first_sentence(warning.message)}",
+        file=file, line=line, evidence=warning.message,
+        severity=None if file else Severity.WARNING,
+    )
+
+
+def trace_divergence(first: tuple[str, ...], second: tuple[str, ...],
+                     allowed: tuple[AllowWarning, ...]) -> Finding | None:
+    """Two TorchScript traces from different sample batches must give the same graph."""
+    if first == second:
+        return None
+    message = (
+        "the TorchScript tracer recorded different graphs for two different sample batches "
+        f"({len(first)} nodes vs {len(second)}: {_diff(first, second)}); the exported model "
+        "follows whichever path the export batch took"
+    )
+    return _allowing(Finding("data-dependent-branch", message), allowed)
+
+
+def _diff(first: tuple[str, ...], second: tuple[str, ...]) -> str:
+    for index, (a, b) in enumerate(zip(first, second)):
+        if a != b:
+            return f"node {index} is {a} in one and {b} in the other"
+    return "one graph is a prefix of the other"
+
+
+def _allowing(finding: Finding, allowed: tuple[AllowWarning, ...]) -> Finding:
+    text = f"{finding.message}\n{finding.evidence or ''}"
+    for entry in allowed:
+        if entry.match in text:
+            return Finding(finding.code, finding.message, file=finding.file, line=finding.line,
+                           evidence=finding.evidence, allowed_by=entry.reason,
+                           details=finding.details)
+    return finding
+
+
+def _repo_location(location: tuple[str, int] | None,
+                   repo: Path) -> tuple[str | None, int | None]:
+    if location is None:
+        return None, None
+    path = Path(location[0])
+    try:
+        relative = path.resolve().relative_to(repo.resolve())
+    except (ValueError, OSError):
+        return None, None
+    if "site-packages" in relative.parts:
+        return None, None
+    return relative.as_posix(), location[1]
+
+
+def _first_sentence(message: str) -> str:
+    head = " ".join(message.split())
+    cut = head.find(". ")
+    return head if cut < 0 else head[: cut + 1]

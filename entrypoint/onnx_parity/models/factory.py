@@ -1,0 +1,212 @@
+"""Build the user's model: import the factory, call it, load weights, switch to eval().
+
+Runs inside the model's worker process, so importing user code and mutating sys.path here
+cannot leak into the next model.
+"""
+
+from __future__ import annotations
+
+import difflib
+import importlib
+import random
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onnx_parity.findings import Finding
+from onnx_parity.settings.schema import ModelSpec
+
+SEED = 0
+
+
+class LoadError(Exception):
+    """The model could not be built; carries the user's file and line where known."""
+
+    def __init__(self, message: str, file: str | None = None, line: int | None = None):
+        super().__init__(message)
+        self.file = file
+        self.line = line
+
+
+@dataclass(frozen=True)
+class LoadedModel:
+    module: Any  # torch.nn.Module; typed loosely so this module imports without torch
+    findings: tuple[Finding, ...]
+
+
+def seed_everything() -> None:
+    """Same initialisation on every run for models without weights."""
+    import numpy as np
+    import torch
+
+    random.seed(SEED)
+    np.random.seed(SEED)
+    torch.manual_seed(SEED)
+
+
+def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
+    import torch
+
+    seed_everything()
+    factory = _import_factory(spec.factory, repo)
+    module = _call_factory(spec.factory, factory, repo)
+    if not isinstance(module, torch.nn.Module):
+        raise LoadError(
+            f'factory "{spec.factory}" returned {type(module).__name__}, not a torch.nn.Module. '
+            "Fix: make the factory return the model instance (e.g. `return MyNet()`)."
+        )
+    if spec.weights is not None:
+        _load_weights(module, spec.weights, repo)
+    findings = _training_mode_findings(module, spec.factory)
+    module.eval()
+    return LoadedModel(module, findings)
+
+
+def _import_factory(reference: str, repo: Path) -> Any:
+    module_name, _, attribute = reference.partition(":")
+    root = str(repo.resolve())
+    if root not in sys.path:
+        sys.path.insert(0, root)
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as error:
+        if error.name and module_name.startswith(error.name):
+            raise LoadError(
+                f'factory "{reference}": module "{module_name}" was not found under the '
+                f"repository root. Fix: check the module path (dotted, relative to the repository "
+                f"root, e.g. models.cnn for models/cnn.py)."
+            ) from None
+        raise _user_code_error(f'importing "{module_name}" failed', error, repo) from None
+    except Exception as error:  # the user's module raised while importing
+        raise _user_code_error(f'importing "{module_name}" failed', error, repo) from None
+    return _resolve_attribute(module, attribute, reference)
+
+
+def _resolve_attribute(module: Any, attribute: str, reference: str) -> Any:
+    target = module
+    for part in attribute.split("."):
+        if not hasattr(target, part):
+            names = [name for name in dir(target) if not name.startswith("_")]
+            close = difflib.get_close_matches(part, names, n=1)
+            hint = f' Did you mean "{close[0]}"?' if close else ""
+            raise LoadError(
+                f'factory "{reference}": "{part}" is not defined in {module.__name__}.{hint} '
+                f"Fix: name a class or function that returns the model."
+            )
+        target = getattr(target, part)
+    return target
+
+
+def _call_factory(reference: str, factory: Any, repo: Path) -> Any:
+    if not callable(factory):
+        raise LoadError(f'factory "{reference}" is not callable. Fix: point it at a class or function.')
+    try:
+        return factory()
+    except Exception as error:
+        raise _user_code_error(f'factory "{reference}" raised', error, repo) from None
+
+
+def _user_code_error(what: str, error: BaseException, repo: Path) -> LoadError:
+    file, line = user_frame(error, repo)
+    where = f" at {file}:{line}" if file else ""
+    return LoadError(
+        f"{what}{where}: {type(error).__name__}: {error}. Fix: make the factory run on its own "
+        f"(`python -c \"import ...\"` from the repository root reproduces it).",
+        file,
+        line,
+    )
+
+
+def user_frame(error: BaseException, repo: Path) -> tuple[str | None, int | None]:
+    """The innermost traceback frame inside the repository: where the user can act."""
+    root = repo.resolve()
+    found: tuple[str | None, int | None] = (None, None)
+    for frame in traceback.extract_tb(error.__traceback__):
+        path = Path(frame.filename)
+        if path.is_absolute() and _inside(path.resolve(), root):
+            found = (path.resolve().relative_to(root).as_posix(), frame.lineno)
+    return found
+
+
+def _inside(path: Path, root: Path) -> bool:
+    try:
+        path.relative_to(root)
+    except ValueError:
+        return False
+    return "site-packages" not in path.parts
+
+
+def _load_weights(module: Any, weights: Path, repo: Path) -> None:
+    import torch
+
+    shown = weights.resolve().relative_to(repo.resolve()).as_posix()
+    if not weights.is_file():
+        raise LoadError(f'weights "{shown}" does not exist. Fix: commit the file or correct `weights`.')
+    try:
+        state = torch.load(weights, weights_only=True, map_location="cpu")
+    except Exception as error:
+        raise LoadError(
+            f'weights "{shown}" were refused: {_first_line(error)}. Loading uses '
+            f"torch.load(weights_only=True), which never runs code from a pickle. Fix: save "
+            f"a plain state_dict with `torch.save(model.state_dict(), path)`."
+        ) from None
+    if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
+        state = state["state_dict"]
+    if not isinstance(state, dict):
+        raise LoadError(
+            f'weights "{shown}" hold a {type(state).__name__}, not a state_dict. '
+            "Fix: save `model.state_dict()`."
+        )
+    _apply_state(module, state, shown)
+
+
+def _apply_state(module: Any, state: dict[str, Any], shown: str) -> None:
+    expected = set(module.state_dict())
+    missing = sorted(expected - set(state))
+    unexpected = sorted(set(state) - expected)
+    if missing or unexpected:
+        raise LoadError(
+            f'weights "{shown}" do not match the model: missing keys {_few(missing)}, '
+            f"unexpected keys {_few(unexpected)}. Fix: save the state_dict of the same "
+            f"architecture the factory builds."
+        )
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as error:
+        raise LoadError(
+            f'weights "{shown}" do not fit the model: {_first_line(error, limit=400)}. '
+            f"Fix: save the state_dict of the same architecture the factory builds."
+        ) from None
+
+
+def _few(keys: list[str], limit: int = 5) -> str:
+    if not keys:
+        return "none"
+    shown = ", ".join(f"`{key}`" for key in keys[:limit])
+    return shown + (f" and {len(keys) - limit} more" if len(keys) > limit else "")
+
+
+def _first_line(error: BaseException, limit: int = 240) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _training_mode_findings(module: Any, reference: str) -> tuple[Finding, ...]:
+    import torch.nn as nn
+
+    if not module.training:
+        return ()
+    kinds = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
+    affected = sorted({type(m).__name__ for m in module.modules() if isinstance(m, kinds)})
+    if not affected:
+        return ()
+    return (
+        Finding(
+            "training-mode",
+            f'factory "{reference}" returned the model in training mode; it holds '
+            f"{', '.join(affected)}, which behave differently in training. It was switched to "
+            f"eval() before export.",
+        ),
+    )

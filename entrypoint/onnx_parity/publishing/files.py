@@ -1,0 +1,49 @@
+"""Write a run's results into the output folder: the only place check results touch the disk."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+from onnx_parity.engine.results import RunResult
+from onnx_parity.report.artifact import parity_record
+from onnx_parity.report.json_report import run_to_json
+
+
+class OutputError(Exception):
+    """The output folder cannot be written."""
+
+
+@dataclass(frozen=True)
+class WrittenReport:
+    folder: Path
+    report_json: Path
+    report_markdown: Path
+
+
+def write_outputs(run: RunResult, markdown: str, out: Path) -> WrittenReport:
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        for model in run.models:
+            _write_model(run, model.name, out)
+        report_json = out / "report.json"
+        report_json.write_text(json.dumps(run_to_json(run), indent=2) + "\n", encoding="utf-8")
+        report_markdown = out / "report.md"
+        report_markdown.write_text(markdown, encoding="utf-8")
+    except OSError as error:
+        raise OutputError(f"cannot write the report into {out}: {error.strerror or error}. "
+                          "Fix: pass a writable folder with --out.") from None
+    return WrittenReport(out, report_json, report_markdown)
+
+
+def _write_model(run: RunResult, name: str, out: Path) -> None:
+    model = next(m for m in run.models if m.name == name)
+    (out / f"{name}.log").write_text(model.log, encoding="utf-8")
+    onnx_file = None
+    if model.onnx_path and Path(model.onnx_path).is_file():
+        onnx_file = f"{name}.onnx"
+        shutil.move(model.onnx_path, out / onnx_file)
+    record = parity_record(model, run.versions, onnx_file)
+    (out / f"{name}.parity.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")

@@ -1,0 +1,139 @@
+"""The markdown verdict: what the PR comment, the step summary and report.md carry.
+
+A pure function of the run's results. Deterministic: no timings, no machine paths, no
+random values in the body; only the footer (versions) is allowed to differ between runs.
+"""
+
+from __future__ import annotations
+
+from onnx_parity.engine.results import ModelResult, OutputComparison, RunResult
+from onnx_parity.findings import CATALOGUE, Finding, Severity
+
+FULL, FINDINGS, TABLE = 2, 1, 0
+STATUS = {True: "✅", False: "❌"}
+ICON = {Severity.ERROR: "❌", Severity.WARNING: "⚠️", Severity.NOTE: "ℹ️"}
+
+
+def render_markdown(run: RunResult, *, source_base: str | None = None, detail: int = FULL,
+                    footer: str = "") -> str:
+    parts = [_headline(run), "", *_table(run)]
+    if detail > TABLE:
+        for model in run.models:
+            if not model.passed or _has_warnings(model):
+                parts += ["", *_model_section(model, source_base, detail)]
+    if detail < FULL and any(not m.passed for m in run.models):
+        parts += ["", "_Details were shortened to fit; the run's summary has all of them._"]
+    if footer:
+        parts += ["", f"<sub>{footer}</sub>"]
+    return "\n".join(parts) + "\n"
+
+
+def _headline(run: RunResult) -> str:
+    passed = sum(model.passed for model in run.models)
+    verdict = "all pass" if run.passed else f"{len(run.models) - passed} failing"
+    return (f"### {STATUS[run.passed]} ONNX parity: {passed} of {len(run.models)} models pass "
+            f"({verdict}) — `{run.config_path}`")
+
+
+def _table(run: RunResult) -> list[str]:
+    rows = ["| | Model | Exporter | Opset | Max abs diff (atol) | Batch sizes | Findings |",
+            "|---|---|---|---|---|---|---|"]
+    rows += [_row(model) for model in run.models]
+    return rows
+
+
+def _row(model: ModelResult) -> str:
+    cells = [STATUS[model.passed], f"`{model.name}`", model.exporter or "—", _opset(model),
+             f"{_number(model.max_abs_diff)} ({model.atol:g})",
+             ", ".join(str(size) for size in model.batch_sizes), _codes(model.findings)]
+    return "| " + " | ".join(cells) + " |"
+
+
+def _opset(model: ModelResult) -> str:
+    if model.opset is None:
+        return "—"
+    if model.opset != model.requested_opset:
+        return f"{model.opset} (asked {model.requested_opset})"
+    return str(model.opset)
+
+
+def _codes(findings: tuple[Finding, ...]) -> str:
+    counted: dict[tuple[str, Severity], int] = {}
+    for finding in findings:
+        key = (finding.code, finding.severity)  # type: ignore[assignment]
+        counted[key] = counted.get(key, 0) + 1
+    shown = [f"{ICON[severity]} `{code}`" + (f" ×{n}" if n > 1 else "")
+             for (code, severity), n in counted.items()]
+    return ", ".join(shown) or "—"
+
+
+def _has_warnings(model: ModelResult) -> bool:
+    return any(finding.severity == Severity.WARNING for finding in model.findings)
+
+
+def _model_section(model: ModelResult, source_base: str | None, detail: int) -> list[str]:
+    summary = f"{STATUS[model.passed]} <b>{_html(model.name)}</b>: " + ", ".join(
+        dict.fromkeys(f.code for f in model.findings if f.severity != Severity.NOTE))
+    lines = ["<details>", f"<summary>{summary}</summary>", ""]
+    for finding in _ordered(model.findings):
+        lines += _finding_lines(finding, source_base, detail)
+    if detail == FULL and model.comparisons:
+        lines += ["", *_comparison_table(model.comparisons)]
+    if detail == FULL and model.attempts:
+        lines += ["", "Exporters tried: " + "; ".join(
+            f"{a.exporter} {'succeeded' if a.succeeded else 'failed'}" for a in model.attempts)]
+    return lines + ["", "</details>"]
+
+
+def _ordered(findings: tuple[Finding, ...]) -> list[Finding]:
+    rank = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.NOTE: 2}
+    return sorted(findings, key=lambda f: rank[f.severity])  # type: ignore[index]
+
+
+def _finding_lines(finding: Finding, source_base: str | None, detail: int) -> list[str]:
+    where = f" at {_location(finding, source_base)}" if finding.file else ""
+    head = f"- {ICON[finding.severity]} **{finding.severity.value}** `{finding.code}`{where}: "  # type: ignore[union-attr]
+    lines = [head + _inline(finding.message)]
+    source = finding.details.get("source") if finding.details else None
+    if source and detail == FULL:
+        lines += ["  ```python", f"  {source}", "  ```"]
+    if finding.allowed_by:
+        lines.append(f"  Allowed by `allow-warnings`: {_inline(finding.allowed_by)}")
+    elif finding.severity != Severity.NOTE:
+        lines.append(f"  **Fix:** {finding.suggested_fix}")
+    return lines
+
+
+def _location(finding: Finding, source_base: str | None) -> str:
+    label = f"{finding.file}:{finding.line}" if finding.line else f"{finding.file}"
+    if not source_base:
+        return f"`{label}`"
+    anchor = f"#L{finding.line}" if finding.line else ""
+    return f"[`{label}`]({source_base.rstrip('/')}/{finding.file}{anchor})"
+
+
+def _comparison_table(comparisons: tuple[OutputComparison, ...]) -> list[str]:
+    rows = ["| Output | Batch | Max abs diff | Max rel diff | Outside tolerance | Smallest passing atol |",
+            "|---|---|---|---|---|---|"]
+    for c in comparisons:
+        rows.append(f"| `{c.output}` | {c.batch_size} | {_number(c.max_abs_diff)} | "
+                    f"{_number(c.max_rel_diff)} | {c.mismatched} of {c.total} "
+                    f"({c.mismatched_percent:.1f}%) | {_number(c.smallest_passing_atol)} |")
+    return rows
+
+
+def _number(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2e}"
+
+
+def _inline(text: str) -> str:
+    """One markdown line: no raw newlines, no table-breaking pipes, no HTML injection."""
+    return _html(" ".join(text.split())).replace("|", "\\|")
+
+
+def _html(text: str) -> str:
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def fix_for(code: str) -> str:
+    return CATALOGUE[code].fix

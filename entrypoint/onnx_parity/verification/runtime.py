@@ -1,0 +1,69 @@
+"""Run the exported model in onnxruntime, keeping its native log lines as evidence."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from onnx_parity.export.capture import native_stderr, strip_ansi
+
+WARNING_LEVEL = 2  # onnxruntime severities: 0 verbose, 1 info, 2 warning, 3 error
+
+
+class RuntimeFailure(Exception):
+    """onnxruntime refused the model or failed on an input; carries its native log lines."""
+
+    def __init__(self, message: str, native: tuple[str, ...] = ()):
+        super().__init__(message)
+        self.message = message
+        self.native = native
+
+
+@dataclass(frozen=True)
+class Session:
+    handle: Any  # onnxruntime.InferenceSession
+    input_names: tuple[str, ...]
+    output_names: tuple[str, ...]
+
+
+def open_session(model_bytes: bytes) -> Session:
+    import onnxruntime
+
+    options = onnxruntime.SessionOptions()
+    options.log_severity_level = WARNING_LEVEL
+    with native_stderr() as native:
+        try:
+            handle = onnxruntime.InferenceSession(
+                model_bytes, options, providers=["CPUExecutionProvider"]
+            )
+        except Exception as error:
+            failure: Exception | None = error
+        else:
+            failure = None
+    if failure is not None:
+        raise RuntimeFailure(_one_line(failure), tuple(native))
+    return Session(
+        handle,
+        tuple(item.name for item in handle.get_inputs()),
+        tuple(item.name for item in handle.get_outputs()),
+    )
+
+
+def run_session(session: Session, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    with native_stderr() as native:
+        try:
+            outputs = session.handle.run(None, feed)
+        except Exception as error:
+            failure: Exception | None = error
+        else:
+            failure = None
+    if failure is not None:
+        raise RuntimeFailure(_one_line(failure), tuple(native))
+    return [np.asarray(value) for value in outputs]
+
+
+def _one_line(error: BaseException, limit: int = 700) -> str:
+    text = " ".join(strip_ansi(str(error)).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
