@@ -594,3 +594,8 @@ def test_relative_repo_argument_is_made_absolute(tmp_path: Path, monkeypatch) ->
     monkeypatch.chdir(tmp_path)
     settings = load_settings(Path("."))
     assert settings.repo == tmp_path.resolve() and os.path.isabs(settings.models[0].inputs["input"])
+
+
+def test_control_characters_from_the_config_are_escaped_in_messages(tmp_path: Path) -> None:
+    message = failure(tmp_path, model_with('"at\\nol" = 1'))
+    assert message.startswith('onnx-parity.toml: model "small-cnn": key "at\\nol": unknown key')

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from onnx_parity.settings.paths import bundle_path, sample_path, weights_path
+from onnx_parity.settings.paths import bundle_path, sample_path, shown, weights_path
 from onnx_parity.settings.schema import (
     DEFAULT_ATOL,
     DEFAULT_BATCH_SIZES,
@@ -71,7 +71,7 @@ class _Place:
         return _Place(self.file, f"{self.scope}: {scope}" if self.scope else scope)
 
     def at(self, key: str) -> str:
-        return ": ".join(part for part in (self.file, self.scope, f'key "{key}"') if part)
+        return ": ".join(part for part in (self.file, self.scope, f'key "{shown(key)}"') if part)
 
     def here(self) -> str:
         return ": ".join(part for part in (self.file, self.scope) if part)
@@ -296,7 +296,7 @@ def _exporter_name(value: object, where: str, choices: tuple[str, ...]) -> str:
     if value not in choices:
         guess = _did_you_mean(value, choices)
         raise ConfigError(
-            f'{where}: unknown exporter "{value}"{guess} Use one of {_quoted(choices)}.'
+            f'{where}: unknown exporter "{shown(value)}"{guess} Use one of {_quoted(choices)}.'
         )
     return value
 
@@ -431,7 +431,9 @@ def _require(entry: dict, keys: tuple[str, ...], place: _Place) -> None:
     }
     for key in keys:
         if key not in entry:
-            raise ConfigError(f"{place.at(key)}: missing. Add it to this [[model]], e.g. {fixes[key]}.")
+            raise ConfigError(
+                f"{place.at(key)}: missing. Add it to this [[model]], e.g. {fixes[key]}."
+            )
 
 
 def _model_name(value: object, where: str) -> str:
@@ -449,8 +451,8 @@ def _factory(value: object, where: str) -> str:
     module, colon, attribute = spec.partition(":")
     if not (colon and _dotted_identifier(module) and _dotted_identifier(attribute)):
         raise ConfigError(
-            f'{where}: "{spec}" is not of the form "module:callable". Write the dotted module '
-            'path, a colon, and the callable that returns the nn.Module, e.g. '
+            f'{where}: "{shown(spec)}" is not of the form "module:callable". Write the dotted '
+            "module path, a colon, and the callable that returns the nn.Module, e.g. "
             '"models.cnn:SmallCNN" (importable from the repository root).'
         )
     return spec
@@ -520,7 +522,7 @@ def _axis_owner(name: str, where: str, known: tuple[str, ...] | None) -> str:
         return name
     guess = _did_you_mean(name, known)
     raise ConfigError(
-        f'{where}: "{name}" is neither an input nor an output of this model{guess} '
+        f'{where}: "{shown(name)}" is neither an input nor an output of this model{guess} '
         f"Name one of {_quoted(known)}."
     )
 
@@ -533,7 +535,7 @@ def _axes(value: object, where: str) -> dict[int, str]:
     for axis, label in value.items():
         if not AXIS.fullmatch(axis):
             raise ConfigError(
-                f'{where}: axis "{axis}" is not an axis index (0, 1, 2, ...). Use {fix}.'
+                f'{where}: axis "{shown(axis)}" is not an axis index (0, 1, 2, ...). Use {fix}.'
             )
         axes[int(axis)] = _name(label, where, "a dimension name")
     return axes
@@ -558,7 +560,8 @@ def _allow_warning(value: object, place: _Place) -> AllowWarning:
     _check_keys(value, ALLOW_WARNING_KEYS, place)
     fixes = {
         "match": 'match = "Converting a tensor to a Python boolean" (text found in the warning)',
-        "reason": 'reason = "why this warning is harmless for this model" (the reason is the point)',
+        "reason": 'reason = "why this warning is harmless for this model" '
+        "(the reason is the point)",
     }
     texts = {}
     for key, fix in fixes.items():
@@ -602,7 +605,7 @@ def _name(value: object, where: str, what: str) -> str:
 
 
 def _no_duplicates(items: tuple, where: str, fix: str) -> None:
-    repeated = sorted({str(item) for item in items if items.count(item) > 1})
+    repeated = sorted({shown(str(item)) for item in items if items.count(item) > 1})
     if repeated:
         raise ConfigError(f"{where}: {', '.join(repeated)} appears more than once; {fix}.")
 
@@ -629,8 +632,9 @@ def _show(value: object) -> str:
 
 
 def _quoted(choices: tuple[str, ...]) -> str:
-    return ", ".join(f'"{choice}"' for choice in choices)
+    return ", ".join(f'"{shown(choice)}"' for choice in choices)
 
 
 def _dotted(parent: str, key: str) -> str:
-    return f"{parent}.{key}" if BARE_KEY.fullmatch(key) else f"{parent}.{json.dumps(key)}"
+    quoted = key if BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
+    return f"{parent}.{quoted}"

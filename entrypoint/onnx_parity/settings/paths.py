@@ -29,8 +29,8 @@ def resolve_inside(repo: Path, raw: str, where: str) -> Path:
     relative = _relative_part(raw, where)
     if not _real_location(root / relative, where, raw).is_relative_to(root):
         raise ConfigError(
-            f'{where}: path "{raw}" goes through a symlink that points outside the repository. '
-            f"{_RELATIVE_FIX}"
+            f'{where}: path "{shown(raw)}" goes through a symlink that points outside the '
+            f"repository. {_RELATIVE_FIX}"
         )
     return root / relative
 
@@ -40,7 +40,7 @@ def weights_path(repo: Path, raw: str, where: str) -> Path:
     path = resolve_inside(repo, raw, where)
     if path.suffix.lower() not in WEIGHT_SUFFIXES:
         raise ConfigError(
-            f'{where}: "{raw}" is not a state_dict file (expected .pt or .pth). Save the '
+            f'{where}: "{shown(raw)}" is not a state_dict file (expected .pt or .pth). Save the '
             "weights with torch.save(model.state_dict(), \"weights/model.pt\") and name that file."
         )
     return path
@@ -51,8 +51,8 @@ def sample_path(repo: Path, raw: str, where: str) -> Path:
     path = resolve_inside(repo, raw, where)
     if path.suffix.lower() not in SAMPLE_SUFFIXES:
         raise ConfigError(
-            f'{where}: "{raw}" is not a sample file we can read (expected .npy, .npz, .pt or '
-            ".pb). Save the tensor with numpy.save(\"samples/input.npy\", array) or "
+            f'{where}: "{shown(raw)}" is not a sample file we can read (expected .npy, .npz, '
+            ".pt or .pb). Save the tensor with numpy.save(\"samples/input.npy\", array) or "
             'torch.save(tensor, "samples/input.pt").'
         )
     return path
@@ -64,10 +64,15 @@ def bundle_path(repo: Path, raw: str, where: str) -> Path:
     if path.suffix.lower() in BUNDLE_SUFFIXES or path.is_dir() or not _looks_like_file(path):
         return path
     raise ConfigError(
-        f'{where}: "{raw}" is neither an .npz/.pt bundle nor a folder. A single-tensor file '
-        'needs a name: write inputs = { input = "' + raw + '" }, or bundle all inputs with '
+        f'{where}: "{shown(raw)}" is neither an .npz/.pt bundle nor a folder. A single-tensor file '
+        'needs a name: write inputs = { input = "' + shown(raw) + '" }, or bundle all inputs with '
         'numpy.savez("samples/inputs.npz", input=array).'
     )
+
+
+def shown(text: str) -> str:
+    """User text made safe for a one-line message: control characters appear escaped."""
+    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def _looks_like_file(path: Path) -> bool:
@@ -84,14 +89,16 @@ def _relative_part(raw: str, where: str) -> str:
         raise ConfigError(f"{where}: the path contains a NUL character. {_RELATIVE_FIX}")
     if "\\" in raw:
         raise ConfigError(
-            f'{where}: path "{raw}" contains a backslash. Use forward slashes '
+            f'{where}: path "{shown(raw)}" contains a backslash. Use forward slashes '
             '(e.g. "samples/input.npy"); paths are relative to the repository root.'
         )
     if raw.startswith(("/", "~")) or PureWindowsPath(raw).drive:
-        raise ConfigError(f'{where}: path "{raw}" is absolute. {_RELATIVE_FIX}')
+        raise ConfigError(f'{where}: path "{shown(raw)}" is absolute. {_RELATIVE_FIX}')
     relative = posixpath.normpath(raw)
     if relative == ".." or relative.startswith("../"):
-        raise ConfigError(f'{where}: path "{raw}" leads outside the repository. {_RELATIVE_FIX}')
+        raise ConfigError(
+            f'{where}: path "{shown(raw)}" leads outside the repository. {_RELATIVE_FIX}'
+        )
     return relative
 
 
@@ -102,5 +109,5 @@ def _real_location(path: Path, where: str, raw: str) -> Path:
     except (OSError, RuntimeError) as error:  # e.g. a symlink loop, a name too long
         reason = getattr(error, "strerror", None) or error
         raise ConfigError(
-            f'{where}: path "{raw}" cannot be resolved ({reason}). {_RELATIVE_FIX}'
+            f'{where}: path "{shown(raw)}" cannot be resolved ({reason}). {_RELATIVE_FIX}'
         ) from None
