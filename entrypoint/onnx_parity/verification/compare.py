@@ -123,6 +123,8 @@ def _tolerance_figures(reference: np.ndarray, candidate: np.ndarray, atol: float
 
 def _exact_figures(reference: np.ndarray, candidate: np.ndarray) -> _Figures:
     """Integer/bool reference: any difference is a mismatch and no atol can excuse it."""
+    if candidate.dtype == reference.dtype and np.array_equal(candidate, reference):
+        return _Figures(0.0, 0.0, 0, 0.0)  # the usual case, without the slow exact path
     if candidate.dtype.kind in "biu":
         # Python integers: exact for int64/uint64 values beyond float64's 2**53.
         ref_ints, cand_ints = np.asarray(reference, object), np.asarray(candidate, object)
