@@ -126,7 +126,7 @@ def _bundle_arrays(path: Path, seen: _Collector) -> dict[str, np.ndarray]:
 def _file_arrays(path: Path, where: _Where, seen: _Collector) -> list[tuple[str | None, np.ndarray]]:
     """The (name or None, array) pairs one sample file holds, chosen by its suffix."""
     suffix = path.suffix.lower()
-    loaders = {".npy": _npy, ".npz": _npz, ".pt": _pt, ".pth": _pt, ".pb": _pb}
+    loaders = {".npy": _npy, ".npz": _npz, ".pt": _pt, ".pb": _pb}
     if suffix not in loaders:
         raise where.error(f"has an unknown format `{suffix or '(no suffix)'}`",
                           f"save the samples as {FORMATS}")
