@@ -1,0 +1,1 @@
+"""Publishing: the last stage. Only this stage writes outside the run (PR comment, API)."""
