@@ -1,0 +1,133 @@
+"""action.yml, the entrypoint and the README must agree.
+
+- every input of action.yml is read by inputs.py (from INPUT_<NAME>, hyphens kept), with the
+  same default, and documented in README.md;
+- every output of action.yml is written by action.py on a pull_request run and in the
+  comment-from-report mode, and documented in README.md;
+- every finding code of findings.CATALOGUE is documented in README.md.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+
+import pytest
+import yaml
+
+from onnx_parity.findings import CATALOGUE
+from onnx_parity.publishing.github.inputs import DEFAULTS, ActionInputs, environment_name
+from test_action_flow import FAILING, FakeCheck, pr_env, run_step, write_report
+from test_action_inputs import example
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTION_YML = ROOT / "action.yml"
+README = ROOT / "README.md"
+
+
+def action() -> dict:
+    if not ACTION_YML.exists():
+        pytest.fail(f"{ACTION_YML} does not exist: the action's metadata (inputs, outputs, "
+                    "runs) must be at the repository root.")
+    return yaml.safe_load(ACTION_YML.read_text(encoding="utf-8"))
+
+
+def readme() -> str:
+    if not README.exists():
+        pytest.fail(f"{README} does not exist: assemble it (the action's part is "
+                    "/tmp/readme-parts/action.md) so every input, output and finding code "
+                    "is documented.")
+    return README.read_text(encoding="utf-8")
+
+
+class RecordingEnviron(Mapping[str, str]):
+    """An environment that remembers which variables were asked for."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values = values
+        self.asked: set[str] = set()
+
+    def __getitem__(self, key: str) -> str:
+        self.asked.add(key)
+        return self.values[key]
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        self.asked.add(key)
+        return self.values.get(key, default)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+
+def test_every_input_of_action_yml_is_read_from_its_variable():
+    inputs = action()["inputs"]
+    environ = RecordingEnviron({})
+    ActionInputs.from_environ(environ)
+    missing = [name for name in inputs if environment_name(name) not in environ.asked]
+    assert not missing, f"inputs.py never reads {missing} (variables INPUT_<NAME>, hyphens kept)"
+    extra = sorted(set(DEFAULTS) - set(inputs))
+    assert not extra, f"inputs.py reads {extra}, which action.yml does not declare"
+
+
+def test_the_defaults_of_action_yml_are_the_ones_inputs_py_applies():
+    for name, spec in action()["inputs"].items():
+        declared = str(spec.get("default", ""))
+        if name == "github-token":
+            assert declared == "${{ github.token }}"
+            continue
+        assert declared == DEFAULTS[name], (
+            f'input "{name}": action.yml says default "{declared}", inputs.py "{DEFAULTS[name]}"')
+
+
+def test_every_input_has_a_description():
+    undocumented = [name for name, spec in action()["inputs"].items() if not spec.get("description")]
+    assert not undocumented
+
+
+def test_every_output_of_action_yml_is_written_on_a_pull_request(tmp_path):
+    from fake_github import FakeGitHub, Token
+    from test_action_flow import TOKEN
+
+    declared = set(action()["outputs"])
+    (tmp_path / "pr").mkdir()
+    (tmp_path / "report").mkdir()
+    with FakeGitHub({TOKEN: Token.installation()}) as github:
+        step = run_step(pr_env(tmp_path / "pr", github), FakeCheck(FAILING))
+        assert set(step.outputs) == declared
+
+        payload = example("workflow_run", "completed",
+                          lambda p: p["workflow_run"]["pull_requests"])
+        env = pr_env(tmp_path / "report", github, payload, event="workflow_run")
+        env["INPUT_COMMENT-FROM-REPORT"] = write_report(env, FAILING)
+        step = run_step(env, FakeCheck(FAILING))
+        assert set(step.outputs) == declared
+    assert step.outputs["comment-url"].startswith("https://github.test/")
+
+
+def test_readme_documents_every_input():
+    text = readme()
+    missing = [name for name in action()["inputs"] if f"`{name}`" not in text]
+    assert not missing, f"README.md does not document the inputs {missing} (as `name`)"
+
+
+def test_readme_documents_every_output():
+    text = readme()
+    missing = [name for name in action()["outputs"] if f"`{name}`" not in text]
+    assert not missing, f"README.md does not document the outputs {missing} (as `name`)"
+
+
+def test_readme_documents_every_finding_code():
+    text = readme()
+    missing = [code for code in CATALOGUE if f"`{code}`" not in text]
+    assert not missing, f"README.md does not document the finding codes {missing} (as `code`)"
+
+
+def test_readme_states_the_exit_codes_and_the_fork_story():
+    text = readme()
+    for needle in ("pull_request_target", "comment-from-report", "workflow_run",
+                   "run-fork-code-with-write-token", "::add-mask::"):
+        assert needle in text, f"README.md never mentions {needle}"
