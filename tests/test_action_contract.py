@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import io
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 

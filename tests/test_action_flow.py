@@ -400,3 +400,96 @@ def test_comment_command_posts_a_report_and_refuses_a_non_report(tmp_path, githu
     out = io.StringIO()
     assert run_comment_command(report, env, client_factory, out) == 2
     assert "not an onnx-parity report.json" in out.getvalue()
+
+
+# -- through the real engine, as the container runs it ---------------------------------------
+
+TINY_MODELS = '''
+import os
+import sys
+
+import torch
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+
+    def forward(self, x):
+        return torch.relu(self.fc(x))
+
+
+class Gate(torch.nn.Module):
+    def forward(self, x):
+        if x.sum() > 0:
+            return x * 2
+        return x - 1
+
+
+def tiny():
+    # What a careless (or hostile) model does: print every variable it can see.
+    print("ENVIRONMENT", dict(os.environ))
+    print("ENVIRONMENT", dict(os.environ), file=sys.stderr)
+    torch.manual_seed(0)
+    return Tiny().eval()
+
+
+def gate():
+    return Gate().eval()
+'''
+
+TINY_CONFIG = '''
+[[model]]
+name = "tiny"
+factory = "models.nets:tiny"
+inputs = { x = "samples/x.npy" }
+dynamic-axes = { x = { 0 = "batch" } }
+
+[[model]]
+name = "gate"
+factory = "models.nets:gate"
+inputs = { x = "samples/x.npy" }
+dynamic-axes = { x = { 0 = "batch" } }
+exporter = "torchscript"
+'''
+
+
+def test_real_engine_in_a_real_process_keeps_the_token_out_of_every_byte(tmp_path, github):
+    import subprocess
+    import sys
+
+    import numpy as np
+
+    env = pr_env(tmp_path, github, working_directory="project", fail_on="error")
+    project = Path(env["GITHUB_WORKSPACE"]) / "project"
+    (project / "models").mkdir(parents=True)
+    (project / "samples").mkdir()
+    (project / "models" / "nets.py").write_text(TINY_MODELS, encoding="utf-8")
+    (project / "onnx-parity.toml").write_text(TINY_CONFIG, encoding="utf-8")
+    np.save(project / "samples" / "x.npy", np.linspace(0.1, 1.0, 4, dtype=np.float32)[None])
+    process_env = {k: v for k, v in os.environ.items() if not k.startswith(("GITHUB_", "INPUT_"))}
+    process_env |= env | {"GITHUB_TOKEN": TOKEN, "ACTIONS_RUNTIME_TOKEN": "runtime-" + TOKEN}
+    done = subprocess.run([sys.executable, "-m", "onnx_parity", "action"], env=process_env,
+                          cwd=Path(env["GITHUB_WORKSPACE"]), capture_output=True, text=True,
+                          timeout=600, check=False)
+    step = Step(done.returncode, done.stdout, done.stderr, env)
+
+    assert step.code == 1, step.stdout + step.stderr  # gate's branch is an error finding
+    assert "ENVIRONMENT" in step.stdout + step.stderr + (project.parent / "onnx-parity-out" /
+                                                         "tiny.log").read_text()
+    assert step.stdout.splitlines()[0] == f"::add-mask::{TOKEN}"
+    assert [line for line in step.stdout.splitlines() if TOKEN in line] == [f"::add-mask::{TOKEN}"]
+    written = {"stderr": step.stderr, "summary": step.summary,
+               "outputs": Path(env["GITHUB_OUTPUT"]).read_text(encoding="utf-8")}
+    for path in (Path(env["GITHUB_WORKSPACE"]) / "onnx-parity-out").rglob("*"):
+        written[path.name] = path.read_bytes().decode("utf-8", "replace")
+    written["requests"] = json.dumps([e.body for e in github.exchanges])
+    assert {name for name, text in written.items() if TOKEN in text} == set()
+
+    assert step.outputs["failed-models"] == "gate" and step.outputs["passed"] == "false"
+    errors = [props for props, _ in step.commands("error")]
+    assert any(p["file"] == "project/models/nets.py" and p["title"].endswith("in gate")
+               for p in errors), errors
+    [comment] = github.comments_on(REPO, 2)
+    assert "`gate`" in comment["body"] and comment["html_url"] == step.outputs["comment-url"]
