@@ -493,3 +493,25 @@ def test_real_engine_in_a_real_process_keeps_the_token_out_of_every_byte(tmp_pat
                for p in errors), errors
     [comment] = github.comments_on(REPO, 2)
     assert "`gate`" in comment["body"] and comment["html_url"] == step.outputs["comment-url"]
+
+
+def test_a_bug_in_the_check_is_exit_3_with_a_redacted_traceback(tmp_path, github):
+    def check(request: CheckRequest) -> CheckOutcome:
+        raise RuntimeError(f"unexpected state while holding {TOKEN}")
+    step = run_step(pr_env(tmp_path, github), check)
+    assert step.code == 3
+    [(props, message)] = step.commands("error")
+    assert props["title"] == "onnx-parity: internal error"
+    assert message.startswith("RuntimeError: unexpected state while holding ***")
+    assert "Traceback (most recent call last)" in step.stdout
+    assert step.stdout.count(TOKEN) == 1  # the ::add-mask:: line only
+
+
+def test_an_unwritable_output_folder_is_exit_2(tmp_path, github):
+    from onnx_parity.publishing.files import OutputError
+
+    def check(request: CheckRequest) -> CheckOutcome:
+        raise OutputError(f"cannot write the report into {request.out_dir}: Permission denied.")
+    step = run_step(pr_env(tmp_path, github), check)
+    assert step.code == 2
+    assert step.commands("error")[0][0]["title"] == "onnx-parity: output folder"

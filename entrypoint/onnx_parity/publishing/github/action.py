@@ -9,7 +9,8 @@ Order matters and is the point of this module:
 4. `requirements` are installed under constraints that keep torch and onnxruntime in place.
 5. The check runs in `working-directory`; then logs (folded), annotations, summary, outputs and
    the sticky comment; every byte written passes through the Redactor.
-6. The exit code: 2 for configuration/input errors, 1 when the gate (`fail-on`) fails, else 0.
+6. The exit code: 2 for configuration/input errors, 1 when the gate (`fail-on`) fails, else 0;
+   3 for a bug (reported here, through the redactor, not by the caller).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import posixpath
 import subprocess
 import sys
 import tempfile
+import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -42,6 +44,7 @@ from onnx_parity.publishing.github.event import PULL_REQUEST_EVENTS, EventContex
 from onnx_parity.publishing.github.http import GitHubClient, GitHubError
 from onnx_parity.publishing.github.inputs import ActionInputs, FailOn, InputError
 from onnx_parity.publishing.github.redaction import RedactingWriter, Redactor
+from onnx_parity.publishing.files import OutputError
 from onnx_parity.report.json_report import ReportFormatError, run_from_json
 from onnx_parity.report.markdown import render_markdown
 from onnx_parity.settings.schema import ConfigError
@@ -88,7 +91,9 @@ EXPECTED_ERRORS: dict[type[Exception], str] = {
     RequirementsError: "requirements",
     ConfigError: "configuration",
     ReportError: "report",
+    OutputError: "output folder",
 }
+EXIT_INVALID, EXIT_INTERNAL = 2, 3
 
 
 @dataclass(frozen=True)
@@ -152,12 +157,23 @@ def guarded(environ: Mapping[str, str], client_factory: ClientFactory, stdout: T
         return body(session)
     except tuple(EXPECTED_ERRORS) as error:
         kind = next(text for kind, text in EXPECTED_ERRORS.items() if isinstance(error, kind))
-        title = f"onnx-parity: {kind}"
-        commands.emit(format_command("error", str(error), title=title))
-        return 2
+        commands.emit(format_command("error", str(error), title=f"onnx-parity: {kind}"))
+        return EXIT_INVALID
+    except Exception as error:  # a bug: report it here, where the text is redacted
+        report_internal_error(commands, error)
+        return EXIT_INTERNAL
     finally:
         out.flush()
         err.flush()
+
+
+def report_internal_error(commands: WorkflowCommands, error: Exception) -> None:
+    with commands.group("onnx-parity: internal error (traceback)"):
+        commands.untrusted_text("".join(traceback.format_exception(error)))
+    commands.emit(format_command(
+        "error", f"{type(error).__name__}: {error}. This is a bug in onnx-parity; the "
+        "traceback is in the group above. Please report it with that traceback.",
+        title="onnx-parity: internal error"))
 
 
 def scrub_os_environ(secrets: list[str]) -> None:
