@@ -22,7 +22,9 @@ from onnx_parity.engine.workers import Job, JobOutcome, WorkerPool, WorkerPoolEr
 TESTS = Path(__file__).resolve().parent
 
 
-def make_job(key: str, name: str, timeout: float = 60.0, memory_mb: int | None = None, **payload: object) -> Job:
+def make_job(
+    key: str, name: str, timeout: float = 60.0, memory_mb: int | None = None, **payload: object
+) -> Job:
     return Job(key, {"job": name, **payload}, timeout, memory_mb)
 
 
@@ -51,7 +53,9 @@ class Events:
 def pools(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[int, WorkerPool]]:
     # The jobs=1 pool skips the warm-up export: it halves the fixture's cost on two cores, and
     # comparing it with the warm jobs=2 pool shows the warm-up leaves no trace in results.
-    one = WorkerPool(worker_jobs.WORKER_JOBS, tmp_path_factory.mktemp("jobs1"), 1, pool_env(), warm_up=False)
+    one = WorkerPool(
+        worker_jobs.WORKER_JOBS, tmp_path_factory.mktemp("jobs1"), 1, pool_env(), warm_up=False
+    )
     two = WorkerPool(worker_jobs.WORKER_JOBS, tmp_path_factory.mktemp("jobs2"), 2, pool_env())
     with one, two:  # both zygotes start at the same time
         yield {1: one, 2: two}
@@ -62,7 +66,9 @@ def run(pool: WorkerPool, jobs: list[Job]) -> tuple[list[JobOutcome], Events]:
     return pool.run(jobs, events), events
 
 
-def test_segfault_is_a_crash_naming_the_signal_with_what_was_printed_before(pools: dict[int, WorkerPool]) -> None:
+def test_segfault_is_a_crash_naming_the_signal_with_what_was_printed_before(
+    pools: dict[int, WorkerPool],
+) -> None:
     (outcome,) = run(pools[2], [make_job("segv", "segfault")])[0]
     assert outcome.result is None and outcome.failure is not None
     assert outcome.failure.kind == "crash"
@@ -79,7 +85,9 @@ def test_abort_is_a_crash(pools: dict[int, WorkerPool]) -> None:
     assert "about to abort" in outcome.failure.log_tail
 
 
-def test_hang_times_out_with_its_stack_in_the_log_and_the_others_finish(pools: dict[int, WorkerPool]) -> None:
+def test_hang_times_out_with_its_stack_in_the_log_and_the_others_finish(
+    pools: dict[int, WorkerPool],
+) -> None:
     jobs = [make_job("hang", "hang_forever", timeout=3), make_job("quick1", "echo", value=1)]
     jobs.append(make_job("quick2", "echo", value=2))
     outcomes, events = run(pools[2], jobs)
@@ -93,7 +101,10 @@ def test_hang_times_out_with_its_stack_in_the_log_and_the_others_finish(pools: d
 
 
 def test_memory_growth_over_the_limit_is_killed(pools: dict[int, WorkerPool]) -> None:
-    jobs = [make_job("big", "grow_memory", memory_mb=800, mb=1500), make_job("small", "grow_memory", memory_mb=800, mb=100)]
+    jobs = [
+        make_job("big", "grow_memory", memory_mb=800, mb=1500),
+        make_job("small", "grow_memory", memory_mb=800, mb=100),
+    ]
     big, small = run(pools[2], jobs)[0]
     assert big.failure is not None and big.failure.kind == "out-of-memory"
     match = re.fullmatch(r"resident set (\d+) MB > limit 800 MB", big.failure.detail)
@@ -117,7 +128,9 @@ def test_native_writes_land_in_the_model_log_not_in_our_stderr(
 
 
 @pytest.mark.parametrize("jobs_at_once", [1, 2])
-def test_a_model_cannot_change_the_next_models_process(pools: dict[int, WorkerPool], jobs_at_once: int) -> None:
+def test_a_model_cannot_change_the_next_models_process(
+    pools: dict[int, WorkerPool], jobs_at_once: int
+) -> None:
     jobs = [make_job("before", "report_state"), make_job("vandal", "change_global_state")]
     jobs.append(make_job("after", "report_state"))
     before, vandal, after = (outcome.result for outcome in run(pools[jobs_at_once], jobs)[0])
@@ -163,7 +176,8 @@ def test_timeout_counts_from_the_models_own_start(pools: dict[int, WorkerPool]) 
 
 
 def test_exceptions_missing_results_and_bad_keys(pools: dict[int, WorkerPool]) -> None:
-    raised, vanished = run(pools[2], [make_job("raises", "raise_error"), make_job("vanish", "exit_without_result")])[0]
+    jobs = [make_job("raises", "raise_error"), make_job("vanish", "exit_without_result")]
+    raised, vanished = run(pools[2], jobs)[0]
     assert raised.failure is not None and raised.failure.kind == "crash"
     assert raised.failure.detail == "the job raised ValueError: the model file has a typo"
     assert "Traceback" in raised.failure.log_tail and "about to raise" in raised.failure.log_tail
@@ -212,7 +226,7 @@ def test_overhead_and_warm_export_figures(pools: dict[int, WorkerPool]) -> None:
         worker_jobs.echo({"value": index}, Path("."), lambda step: None)
     in_process = (time.perf_counter() - began) / count
     began = time.perf_counter()
-    outcomes = [run(pool, [make_job(f"trivial{index}", "echo", value=index)])[0][0] for index in range(count)]
+    outcomes = [run(pool, [make_job(f"echo{index}", "echo", value=index)])[0][0] for index in range(count)]
     per_job = (time.perf_counter() - began) / count
     (cnn,), _ = run(pool, [make_job("cnn", "export_small_cnn")])
     assert all(outcome.failure is None for outcome in outcomes) and cnn.failure is None

@@ -283,6 +283,8 @@ class _Run:
                 self.on_event(key, str(event["step"]), float(event["t"]))  # type: ignore[arg-type]
             elif kind == "exited":
                 self._finish(self.active.pop(key), int(event["status"]))  # type: ignore[call-overload]
+            elif kind == "fork-failed":
+                self._not_forked(self.active.pop(key), str(event["error"]))
 
     def _started(self, active: _Active, pid: int) -> None:
         active.pid = pid
@@ -327,12 +329,20 @@ class _Run:
         self.outcomes[key] = outcome
         self.on_event(key, "finished" if outcome.failure is None else outcome.failure.kind, seconds)
 
+    def _not_forked(self, active: _Active, error: str) -> None:
+        key = active.job.key
+        self.outcomes[key] = self._failed(key, "crash", f"the zygote could not fork a worker: {error}", 0.0)
+        self.on_event(key, "crash", 0.0)
+
     def _collected(self, key: str, seconds: float) -> JobOutcome:
         path = result_path(self.workdir, key)
         try:
             returned: JobReturn = pickle.loads(path.read_bytes())
         except FileNotFoundError:
-            detail = f"the worker exited with status 0 but left no result at {path.name} (os._exit in model code?)"
+            detail = (
+                f"the worker exited with status 0 but left no result at {path.name} "
+                "(os._exit in model code?)"
+            )
             return self._failed(key, "crash", detail, seconds)
         if returned.error is not None:
             return self._failed(key, "crash", returned.error, seconds)

@@ -17,11 +17,13 @@ Protocol, one JSON object per line. Every line is written with a single os.write
     {"event": "started", "key": K, "pid": P}              (the child's first line)
     {"event": "progress", "key": K, "step": STEP, "t": T}  (T: seconds since the child started)
     {"event": "exited", "key": K, "pid": P, "status": N}   (exit code, or -signal number)
+    {"event": "fork-failed", "key": K, "error": TEXT}
 """
 
 from __future__ import annotations
 
 import argparse
+import ctypes
 import faulthandler
 import importlib
 import json
@@ -65,8 +67,9 @@ def job_path(workdir: Path, key: str) -> Path:
 
 def encode(message: dict[str, object]) -> bytes:
     """One protocol line; a long `step` is cut so the line stays atomic on the pipe."""
-    if isinstance(message.get("step"), str) and len(message["step"]) > _STEP_CHARS:  # type: ignore[arg-type]
-        message = {**message, "step": message["step"][:_STEP_CHARS] + "..."}  # type: ignore[index]
+    step = message.get("step")
+    if isinstance(step, str) and len(step) > _STEP_CHARS:
+        message = {**message, "step": step[:_STEP_CHARS] + "..."}
     line = (json.dumps(message, ensure_ascii=True) + "\n").encode("ascii")
     if len(line) > MAX_LINE_BYTES:
         raise ValueError(f"protocol line of {len(line)} bytes is over {MAX_LINE_BYTES}: {line[:200]!r}")
@@ -152,6 +155,7 @@ class Zygote:
         self.workdir = workdir
         self.protocol_fd = protocol_fd
         self.children: dict[int, str] = {}
+        self.pid = os.getpid()
         self.wakeup_read, self.wakeup_write = os.pipe()
         os.set_blocking(self.wakeup_read, False)
         os.set_blocking(self.wakeup_write, False)
@@ -182,7 +186,11 @@ class Zygote:
     def _fork(self, key: str, job_file: Path) -> None:
         sys.stdout.flush()
         sys.stderr.flush()
-        pid = os.fork()
+        try:
+            pid = os.fork()
+        except OSError as error:  # e.g. EAGAIN at the process limit: that model fails, we go on
+            send(self.protocol_fd, {"event": "fork-failed", "key": key, "error": str(error)[:500]})
+            return
         if pid == 0:
             self._become_worker(key, job_file)
         try:
@@ -192,6 +200,7 @@ class Zygote:
         self.children[pid] = key
 
     def _become_worker(self, key: str, job_file: Path) -> NoReturn:
+        _die_with_parent(self.pid)
         signal.set_wakeup_fd(-1)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         os.close(self.wakeup_read)
@@ -219,6 +228,14 @@ class Zygote:
         for pid in list(self.children):
             os.waitpid(pid, 0)
         self.children.clear()
+
+
+def _die_with_parent(parent: int) -> None:
+    """Ask Linux to SIGKILL this worker if the zygote dies, so no model outlives its run."""
+    PR_SET_PDEATHSIG = 1
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != parent:  # it died before prctl took effect
+        os._exit(1)
 
 
 def _drain(fd: int) -> None:
@@ -278,14 +295,17 @@ def _redirect_output(log: Path) -> None:
 def _progress_reporter(key: str, started: float, protocol_fd: int) -> Callable[[str], None]:
     def progress(step: str) -> None:
         try:
-            send(protocol_fd, {"event": "progress", "key": key, "step": str(step), "t": time.monotonic() - started})
+            event = {"event": "progress", "key": key, "step": str(step), "t": time.monotonic() - started}
+            send(protocol_fd, event)
         except OSError:
             pass  # the pool is gone; the zygote will stop this worker
 
     return progress
 
 
-def _call_job(job_function: str, job_file: Path, workdir: Path, progress: Callable[[str], None]) -> JobReturn:
+def _call_job(
+    job_function: str, job_file: Path, workdir: Path, progress: Callable[[str], None]
+) -> JobReturn:
     try:
         with job_file.open("rb") as handle:
             payload = pickle.load(handle)
