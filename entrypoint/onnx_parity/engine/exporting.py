@@ -27,12 +27,15 @@ class ExportOutcome:
     exporter: str | None
     model_bytes: bytes | None
     export_batch: int
+    # Evidence that the batch axis is frozen, found before export (PyTorch fails at batch 2).
+    frozen: str | None
     attempts: tuple[ExportAttempt, ...]
     findings: tuple[Finding, ...]
 
 
 def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -> ExportOutcome:
-    batch, findings = choose_export_batch(module, bound, spec)
+    batch, frozen = choose_export_batch(module, bound, spec)
+    findings: list[Finding] = []
     request = _request(module, bound, spec, start=0, batch=batch)
     exported, failures = _try_exporters(spec.exporters, request)
     attempts = tuple(_attempt(item) for item in (*failures, *([exported] if exported else [])))
@@ -43,7 +46,7 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -
     return ExportOutcome(
         exporter=exported.exporter if exported else None,
         model_bytes=exported.model_bytes if exported else None,
-        export_batch=batch, attempts=attempts, findings=tuple(_merge_branches(findings)),
+        export_batch=batch, frozen=frozen, attempts=attempts, findings=tuple(_merge_branches(findings)),
     )
 
 
@@ -51,22 +54,18 @@ def declares_dynamic_batch(spec: ModelSpec, bound: BoundInputs) -> bool:
     return any(0 in spec.dynamic_axes.get(name, {}) for name in bound.names)
 
 
-def choose_export_batch(module: Any, bound: BoundInputs,
-                        spec: ModelSpec) -> tuple[int, list[Finding]]:
+def choose_export_batch(module: Any, bound: BoundInputs, spec: ModelSpec) -> tuple[int, str | None]:
+    """The batch to export from, and PyTorch's own error when a dynamic batch cannot run."""
     if not declares_dynamic_batch(spec, bound):
-        return min(spec.batch_sizes), []
+        return min(spec.batch_sizes), None
     feed = batch_arrays(bound.arrays, bound.names, 0, DYNAMIC_EXPORT_BATCH)
     try:
         run_reference(module, as_tensors(feed, bound.names))
     except ReferenceFailure as error:
-        return 1, [Finding(
-            "frozen-dimension",
-            f"axis 0 is declared dynamic, but PyTorch itself cannot run the model at batch "
-            f"{DYNAMIC_EXPORT_BATCH}: {error}. The batch size is hard-coded in forward; the "
-            "model was exported from batch 1.",
-            evidence=str(error),
-        )]
-    return DYNAMIC_EXPORT_BATCH, []
+        return 1, (f"declared dynamic, but PyTorch itself cannot run the model at batch "
+                   f"{DYNAMIC_EXPORT_BATCH} ({error}): the batch size is hard-coded in forward, "
+                   "so the model was exported from batch 1")
+    return DYNAMIC_EXPORT_BATCH, None
 
 
 def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,

@@ -104,6 +104,8 @@ def _pipeline(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer:
         outcome = export_model(loaded.module, bound, spec, repo)
         _record_export(outcome, ledger)
     if outcome.model_bytes is None:
+        if outcome.frozen:
+            ledger.findings.append(Finding("frozen-dimension", f"batch axis: {outcome.frozen}"))
         raise StopModel()
     _save_model(outcome.model_bytes, workdir, ledger)
     with timer.step("verify"):

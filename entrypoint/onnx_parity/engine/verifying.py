@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,8 +16,13 @@ from onnx_parity.export.inspection import ModelFacts, inspect_model, is_symbolic
 from onnx_parity.findings import Finding
 from onnx_parity.models.samples import GoldenCase
 from onnx_parity.settings.schema import ModelSpec
-from onnx_parity.verification.compare import compare_output
+from onnx_parity.verification.batches import batch_plan
+from onnx_parity.verification.compare import compare_output, nonfinite_mismatch
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session, run_session
+
+
+# Each batch size runs over consecutive cuts covering every sample, up to this many cuts.
+MAX_CUTS_PER_BATCH_SIZE = 8
 
 
 @dataclass
@@ -24,6 +30,8 @@ class Verified:
     opset: int | None
     findings: list[Finding] = field(default_factory=list)
     comparisons: list[OutputComparison] = field(default_factory=list)
+    # Outputs where NaN/Inf sits where PyTorch has another value (the nan-or-inf finding).
+    nonfinite: set[str] = field(default_factory=set)
 
 
 @dataclass
@@ -57,6 +65,8 @@ def verify_model(module: Any, outcome: ExportOutcome, bound: BoundInputs,
     frozen = FrozenEvidence()
     verified.findings += structure_findings(facts, spec)
     _declared_axes(facts, spec, bound, frozen, verified.findings)
+    if outcome.frozen:
+        frozen.add_run(outcome.frozen)
     try:
         session = open_session(outcome.model_bytes)
     except RuntimeFailure as error:
@@ -64,9 +74,9 @@ def verify_model(module: Any, outcome: ExportOutcome, bound: BoundInputs,
         verified.findings += frozen.findings()
         return verified
     for size in spec.batch_sizes:
-        _run_batch(module, session, bound, spec, size, outcome.export_batch, frozen, verified)
+        _run_batch_size(module, session, bound, spec, size, outcome.export_batch, frozen, verified)
     verified.findings += frozen.findings()
-    verified.findings += comparison_findings(verified.comparisons, spec)
+    verified.findings += comparison_findings(verified.comparisons, verified.nonfinite, spec)
     verified.findings += _golden_findings(session, bound, golden, spec)
     return verified
 
@@ -121,9 +131,49 @@ def _shape(dims: tuple[int | str | None, ...]) -> str:
     return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
 
 
-def _run_batch(module: Any, session: Session, bound: BoundInputs, spec: ModelSpec, size: int,
-               export_batch: int, frozen: FrozenEvidence, verified: Verified) -> None:
-    feed = batch_arrays(bound.arrays, bound.names, 0, size)
+def _run_batch_size(module: Any, session: Session, bound: BoundInputs, spec: ModelSpec,
+                    size: int, export_batch: int, frozen: FrozenEvidence,
+                    verified: Verified) -> None:
+    """Every cut of this size; the comparisons merge into one row per output."""
+    cuts = [c for c in batch_plan(bound.sample_count, (size,))][:MAX_CUTS_PER_BATCH_SIZE]
+    rows: list[OutputComparison] = []
+    for cut in cuts:
+        found = _run_batch(module, session, bound, spec, cut.start, size, export_batch, frozen,
+                           verified)
+        if found is None:
+            return
+        rows += found
+    verified.comparisons += merge_cuts(rows)
+
+
+def merge_cuts(rows: list[OutputComparison]) -> list[OutputComparison]:
+    merged: list[OutputComparison] = []
+    for output in dict.fromkeys(row.output for row in rows):
+        same = [row for row in rows if row.output == output]
+        worst = next((row for row in same if not row.passed), same[0])
+        atols = [row.smallest_passing_atol for row in same]
+        merged.append(dataclasses.replace(
+            worst,
+            max_abs_diff=_max_known(row.max_abs_diff for row in same),
+            max_rel_diff=_max_known(row.max_rel_diff for row in same),
+            mismatched=sum(row.mismatched for row in same),
+            total=sum(row.total for row in same),
+            smallest_passing_atol=None if None in atols else max(atols),  # type: ignore[type-var]
+            passed=all(row.passed for row in same),
+        ))
+    return merged
+
+
+def _max_known(values: Any) -> float | None:
+    known = [value for value in values if value is not None]
+    return max(known) if known else None
+
+
+def _run_batch(module: Any, session: Session, bound: BoundInputs, spec: ModelSpec, start: int,
+               size: int, export_batch: int, frozen: FrozenEvidence,
+               verified: Verified) -> list[OutputComparison] | None:
+    """One batch through both runtimes; None when either could not run it (evidence kept)."""
+    feed = batch_arrays(bound.arrays, bound.names, start, size)
     other_size = size != export_batch
     try:
         reference = run_reference(module, as_tensors(feed, bound.names))
@@ -135,7 +185,7 @@ def _run_batch(module: Any, session: Session, bound: BoundInputs, spec: ModelSpe
                 "runtime-error", f"PyTorch fails on the samples at batch {size}: {error}. Fix: "
                 "make the samples' shape and dtype fit forward (axis 0 = samples).",
                 evidence=str(error)))
-        return
+        return None
     try:
         actual = run_session(session, _ort_feed(session, bound, feed))
     except RuntimeFailure as error:
@@ -146,8 +196,8 @@ def _run_batch(module: Any, session: Session, bound: BoundInputs, spec: ModelSpe
             frozen.add_run(f"onnxruntime fails at batch {size}: {error.message}")
         else:
             verified.findings.append(_runtime_finding(f"onnxruntime fails at batch {size}", error))
-        return
-    verified.comparisons += _compare_all(reference, actual, session, spec, size, verified)
+        return None
+    return _compare_all(reference, actual, session, spec, size, verified)
 
 
 def declares_any_dynamic(spec: ModelSpec, bound: BoundInputs) -> bool:
@@ -171,21 +221,26 @@ def _compare_all(reference: list[np.ndarray], actual: list[np.ndarray], session:
             f"has {len(actual)} output(s) {list(session.output_names)}. Fix: return a flat "
             "tuple of tensors (None and non-tensor values are dropped by the exporters).",
         ))
+    for name, ref, out in zip(names, reference, actual):
+        if nonfinite_mismatch(ref, out):
+            verified.nonfinite.add(name)
     return [
         compare_output(name, size, ref, out, spec.atol, spec.rtol)
         for name, ref, out in zip(names, reference, actual)
     ]
 
 
-def comparison_findings(comparisons: list[OutputComparison], spec: ModelSpec) -> list[Finding]:
+def comparison_findings(comparisons: list[OutputComparison], nonfinite: set[str],
+                        spec: ModelSpec) -> list[Finding]:
     findings: list[Finding] = []
     for output in dict.fromkeys(c.output for c in comparisons):
         rows = [c for c in comparisons if c.output == output]
-        findings += _output_findings(output, rows, spec)
+        findings += _output_findings(output, rows, output in nonfinite, spec)
     return findings
 
 
-def _output_findings(output: str, rows: list[OutputComparison], spec: ModelSpec) -> list[Finding]:
+def _output_findings(output: str, rows: list[OutputComparison], nonfinite: bool,
+                     spec: ModelSpec) -> list[Finding]:
     findings: list[Finding] = []
     shapes = [c for c in rows if c.torch_shape != c.onnx_shape]
     if shapes:
@@ -199,20 +254,20 @@ def _output_findings(output: str, rows: list[OutputComparison], spec: ModelSpec)
                                 f"onnxruntime {c.onnx_dtype}"))
     failing = [c for c in rows if not c.passed and c.torch_shape == c.onnx_shape]
     if failing:
-        findings.append(_parity_finding(output, failing, spec))
+        findings.append(_parity_finding(output, failing, nonfinite, spec))
     return findings
 
 
-def _parity_finding(output: str, failing: list[OutputComparison], spec: ModelSpec) -> Finding:
-    code = "nan-or-inf" if any(c.smallest_passing_atol is None for c in failing) else \
-        "parity-mismatch"
+def _parity_finding(output: str, failing: list[OutputComparison], nonfinite: bool,
+                    spec: ModelSpec) -> Finding:
+    code = "nan-or-inf" if nonfinite else "parity-mismatch"
     parts = [describe(c, spec) for c in failing]
     return Finding(code, f'output "{output}" ' + "; ".join(parts),
                    details={"batches": [c.batch_size for c in failing]})
 
 
 def describe(c: OutputComparison, spec: ModelSpec) -> str:
-    needed = ("no atol passes (NaN/Inf where PyTorch has a different value)"
+    needed = ("no atol passes (NaN/Inf or an exact dtype where values differ)"
               if c.smallest_passing_atol is None
               else f"smallest passing atol {c.smallest_passing_atol:.3g}")
     return (f"at batch {c.batch_size}: max abs diff {_g(c.max_abs_diff)} > atol {spec.atol:g} "

@@ -1,0 +1,151 @@
+"""Tiny real models, one per way an export goes wrong; used by tests/test_engine_*.py."""
+
+import ctypes
+import time
+
+import numpy as np
+import torch
+from torch import nn
+
+
+class Linear(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(12, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x)
+
+
+class TrainingDropout(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(12, 3)
+        self.drop = nn.Dropout(0.5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.drop(self.fc(x))
+
+
+def training_dropout() -> nn.Module:
+    return TrainingDropout().train()
+
+
+class Branchy(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.mean() > 0:
+            return x * 2
+        return x - 100
+
+
+class SqrtIfPositive(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.min() > 0:
+            return torch.sqrt(x)
+        return x
+
+
+class ScaleByMax(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x / float(x.abs().max())
+
+
+class Flatten1(nn.Module):
+    """Hard-codes the batch: x.view(1, -1)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.Linear(12, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc(x.view(1, -1))
+
+
+class Spectrum(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.rfft(x).abs()
+
+
+class ComplexSpectrum(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.fft.rfft(x)
+
+
+class Eigenvalues(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.linalg.eigvals(x.reshape(-1, 3, 4)[:, :, :3]).real
+
+
+class Box:
+    def __init__(self, tensor: torch.Tensor) -> None:
+        self.tensor = tensor
+
+
+class Boxed(nn.Module):
+    def forward(self, x: torch.Tensor) -> Box:
+        return Box(x * 2)
+
+
+class TwoInputs(nn.Module):
+    """Token ids and a mask: integer inputs, several inputs, matched by name."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(50, 4)
+
+    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        return (self.embed(ids) * mask.unsqueeze(-1).float()).sum(1)
+
+
+class Nested(nn.Module):
+    def forward(self, x: torch.Tensor) -> dict:
+        return {"double": x * 2, "rest": (x + 1, None, [x - 1])}
+
+
+class Segfault(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        print("about to crash in forward", flush=True)
+        ctypes.string_at(0)
+        return x
+
+
+class Sleeper(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        time.sleep(3600)
+        return x
+
+
+class Hog(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hog = np.ones((1024, 1024, 256), dtype=np.float32)  # 1 GiB, touched
+        return x + float(hog[0, 0, 0])
+
+
+class PrintsEnvironment(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        import os
+
+        print(dict(os.environ), flush=True)
+        return x * 2
+
+
+class GlobalMutator(nn.Module):
+    """Changes process-wide torch state; the next model must not see it."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        torch.set_default_dtype(torch.float64)
+        torch.manual_seed(999)
+        return x * 2
+
+
+def not_a_module() -> str:
+    return "a string"
+
+
+def raises() -> nn.Module:
+    raise ValueError("factory broke on purpose")
+
+
+class ForwardRaises(nn.Module):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("forward broke on purpose")
