@@ -29,7 +29,7 @@ def write_outputs(run: RunResult, markdown: str, out: Path) -> WrittenReport:
         for model in run.models:
             _write_model(run, model.name, out)
         report_json = out / "report.json"
-        report_json.write_text(json.dumps(run_to_json(run), indent=2) + "\n", encoding="utf-8")
+        report_json.write_text(json.dumps(run_to_json(run), indent=2, allow_nan=False) + "\n", encoding="utf-8")
         report_markdown = out / "report.md"
         report_markdown.write_text(markdown, encoding="utf-8")
     except OSError as error:
@@ -46,4 +46,4 @@ def _write_model(run: RunResult, name: str, out: Path) -> None:
         onnx_file = f"{name}.onnx"
         shutil.move(model.onnx_path, out / onnx_file)
     record = parity_record(model, run.versions, onnx_file)
-    (out / f"{name}.parity.json").write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+    (out / f"{name}.parity.json").write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")

@@ -6,6 +6,7 @@ round-trips everything the markdown shows.
 
 from __future__ import annotations
 
+import math
 from dataclasses import asdict
 from typing import Any
 
@@ -44,10 +45,10 @@ def model_to_json(model: ModelResult) -> dict[str, Any]:
         "atol": model.atol,
         "rtol": model.rtol,
         "batch_sizes": list(model.batch_sizes),
-        "max_abs_diff": model.max_abs_diff,
-        "max_rel_diff": model.max_rel_diff,
+        "max_abs_diff": number_to_json(model.max_abs_diff),
+        "max_rel_diff": number_to_json(model.max_rel_diff),
         "findings": [finding.to_json() for finding in model.findings],
-        "comparisons": [asdict(c) for c in model.comparisons],
+        "comparisons": [comparison_to_json(c) for c in model.comparisons],
         "attempts": [asdict(a) for a in model.attempts],
         "steps": [asdict(s) for s in model.steps],
         "onnx_sha256": model.onnx_sha256,
@@ -85,8 +86,34 @@ def _model_from_json(item: dict[str, Any]) -> ModelResult:
     )
 
 
+def comparison_to_json(comparison: OutputComparison) -> dict[str, Any]:
+    data = asdict(comparison)
+    data["torch_shape"] = list(comparison.torch_shape)
+    data["onnx_shape"] = list(comparison.onnx_shape)
+    for key in NUMBERS:
+        data[key] = number_to_json(data[key])
+    return data
+
+
 def _comparison(data: dict[str, Any]) -> OutputComparison:
     fields = dict(data)
     fields["torch_shape"] = tuple(fields["torch_shape"])
     fields["onnx_shape"] = tuple(fields["onnx_shape"])
+    for key in NUMBERS:
+        fields[key] = _number_from_json(fields[key])
     return OutputComparison(**fields)
+
+
+# Figures that can be infinite (NaN against a number): strict JSON has no Infinity, so they
+# are written as the strings "inf", "-inf" or "nan" and read back as floats.
+NUMBERS = ("max_abs_diff", "max_rel_diff", "smallest_passing_atol")
+
+
+def number_to_json(value: float | None) -> float | str | None:
+    if value is None or math.isfinite(value):
+        return value
+    return str(value)
+
+
+def _number_from_json(value: float | str | None) -> float | None:
+    return float(value) if isinstance(value, str) else value

@@ -1,0 +1,50 @@
+"""Regenerate the expected markdown files from the committed report.json fixtures.
+
+    python tests/expected/regenerate.py            # rewrite every *.md here
+    python tests/expected/regenerate.py --check    # exit 1 if any would change
+
+Review the diff before committing: these files ARE the product's comment, byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from onnx_parity.report.json_report import run_from_json
+from onnx_parity.report.markdown import render_markdown
+
+HERE = Path(__file__).parent
+FOOTER = "onnx-parity expected-file footer"
+SOURCE_BASE = "https://github.com/octo-org/models/blob/0123456789abcdef0123456789abcdef01234567"
+VARIANTS = {"full": 2, "findings": 1, "table": 0}
+
+
+def expected_files() -> dict[Path, str]:
+    rendered: dict[Path, str] = {}
+    for fixture in sorted(HERE.glob("*.report.json")):
+        run = run_from_json(json.loads(fixture.read_text(encoding="utf-8")))
+        stem = fixture.name.removesuffix(".report.json")
+        for variant, detail in VARIANTS.items():
+            text = render_markdown(run, source_base=SOURCE_BASE, detail=detail, footer=FOOTER)
+            rendered[HERE / f"{stem}.{variant}.md"] = text
+        rendered[HERE / f"{stem}.local.md"] = render_markdown(run, footer=FOOTER)
+    return rendered
+
+
+def main(argv: list[str]) -> int:
+    stale = [path for path, text in expected_files().items()
+             if not path.exists() or path.read_text(encoding="utf-8") != text]
+    if "--check" in argv:
+        for path in stale:
+            print(f"stale: {path.name}")
+        return 1 if stale else 0
+    for path, text in expected_files().items():
+        path.write_text(text, encoding="utf-8")
+    print(f"wrote {len(expected_files())} files ({len(stale)} changed)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
