@@ -104,8 +104,10 @@ def change_global_state(payload: dict[str, object], workdir: Path, progress: Pro
 def report_state(payload: dict[str, object], workdir: Path, progress: Progress) -> dict[str, object]:
     import torch
 
-    # A matmul big enough to run an OpenMP parallel region: forked after warm-up, it must not hang.
+    # Large enough for ATen's OpenMP parallel_for and MKL's threads: a worker forked after the
+    # zygote's warm-up must be able to start them (libgomp is not fork-safe once it has a pool).
     product = torch.ones(384, 384) @ torch.ones(384, 384)
+    doubled = float((torch.ones(4_000_000) * 2).sum())
     return {
         "initial_seed": torch.initial_seed(),
         "num_threads": torch.get_num_threads(),
@@ -115,6 +117,7 @@ def report_state(payload: dict[str, object], workdir: Path, progress: Progress) 
         "relu_is_torch": torch.relu(torch.tensor([-1.0])).item() == 0.0,
         "draw": torch.rand(3).tolist(),
         "matmul": float(product.sum()),
+        "doubled": doubled,
         "seeded_draw": _seeded_draw(torch),
     }
 

@@ -107,7 +107,7 @@ def _preload(warm_up: bool) -> str:
     if not warm_up:
         return "skipped"
     try:
-        with _output_to_devnull():
+        with _output_to_devnull(), _single_threaded(torch):
             _export_tiny_model(torch)
     except Exception as error:
         print(f"onnx-parity zygote: warm-up export failed: {error!r}", file=sys.stderr, flush=True)
@@ -125,6 +125,19 @@ def _export_tiny_model(torch: object) -> None:
         verbose=False,
         dynamic_shapes=({0: batch},),
     )
+
+
+@contextmanager
+def _single_threaded(torch: object) -> Iterator[None]:
+    """No OpenMP thread pool may exist when we fork: libgomp is not fork-safe, and a child
+    forked after one parallel region hangs in its first (measured with torch 2.13). With one
+    thread, a parallel region the warm-up might hit runs inline and starts no pool."""
+    threads = torch.get_num_threads()  # type: ignore[attr-defined]
+    torch.set_num_threads(1)  # type: ignore[attr-defined]
+    try:
+        yield
+    finally:
+        torch.set_num_threads(threads)  # type: ignore[attr-defined]
 
 
 @contextmanager
