@@ -117,6 +117,7 @@ def test_unsupported_operator_named_and_not_handled(check_model):
     result = check_model(model("rfft-ts", "Spectrum", extra='exporter = "torchscript"\n'))
     finding = one(result, "unsupported-operator")
     assert finding.details["operator"] == "aten::fft_rfft" and finding.details["handled"] is False
+    assert (finding.file, finding.line) == ("models/tiny.py", line_of("torch.fft.rfft(x).abs()"))
     assert finding.severity == Severity.ERROR and result.exporter is None
 
 

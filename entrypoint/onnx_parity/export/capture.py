@@ -45,16 +45,21 @@ class Capture:
 
 @contextlib.contextmanager
 def captured() -> Iterator[Capture]:
-    """Record every warning and the Python-level stdout/stderr of the block."""
+    """Record every warning and everything the block prints, from Python or from C++.
+
+    The TorchScript exporter prints the graph at its failure point from C++ straight to
+    file descriptor 1; that text names the user's file and line, so it must be kept too.
+    """
     result = Capture()
     buffer = io.StringIO()
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         try:
-            with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+            with native_output((1, 2)) as native, contextlib.redirect_stdout(buffer), \
+                    contextlib.redirect_stderr(buffer):
                 yield result
         finally:
-            result.output = strip_ansi(buffer.getvalue())
+            result.output = strip_ansi(buffer.getvalue() + "\n".join(native)).strip()
             result.warnings.extend(_convert(record) for record in records)
 
 
@@ -69,20 +74,32 @@ def _convert(record: warnings.WarningMessage) -> CapturedWarning:
 
 @contextlib.contextmanager
 def native_stderr() -> Iterator[list[str]]:
-    """Capture file descriptor 2: onnxruntime's C++ logger writes there, bypassing Python.
+    """Capture file descriptor 2: onnxruntime's C++ logger writes there, bypassing Python."""
+    with native_output((2,)) as lines:
+        yield lines
+
+
+@contextlib.contextmanager
+def native_output(fds: tuple[int, ...]) -> Iterator[list[str]]:
+    """Capture file descriptors (not just sys.stdout): C++ code writes to them directly.
 
     Yields a list that receives the captured lines (ANSI stripped) when the block ends.
     """
     lines: list[str] = []
+    sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(2)
+    saved = {fd: os.dup(fd) for fd in fds}
     with tempfile.TemporaryFile() as sink:
-        os.dup2(sink.fileno(), 2)
+        for fd in fds:
+            os.dup2(sink.fileno(), fd)
         try:
             yield lines
         finally:
-            os.dup2(saved, 2)
-            os.close(saved)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
             sink.seek(0)
             text = strip_ansi(sink.read().decode("utf-8", "replace"))
             lines.extend(line for line in text.splitlines() if line.strip())

@@ -117,6 +117,7 @@ def classify(exporter: str, error: BaseException, output: str,
         return ExportError(exporter, "data-dependent-branch", message, location=location, **extra)
     if "UnsupportedOperatorError" in names or _mentions_unsupported(str(error)):
         operator = _operator(str(error))
+        location = location or _graph_location(operator, output)
         return ExportError(exporter, "unsupported-operator", message, operator=operator,
                            location=location, **extra)
     return ExportError(exporter, "export-error", message, location=location, **extra)
@@ -145,6 +146,21 @@ def _operator(text: str) -> str | None:
     if not match:
         return None
     return (match.group(1) or match.group(2)).replace(".default", "")
+
+
+def _graph_location(operator: str | None, output: str) -> tuple[str, int] | None:
+    """The TorchScript graph printed at the failure names the source line of each node."""
+    if not operator:
+        return None
+    for line in output.splitlines():
+        if f"{operator}(" in line:
+            match = GRAPH_SOURCE.search(line)
+            if match:
+                return match.group(1), int(match.group(2))
+    return None
+
+
+GRAPH_SOURCE = re.compile(r"# (\S+\.py):(\d+):\d+\s*$")
 
 
 def _first_location(text: str) -> tuple[str, int] | None:
