@@ -23,6 +23,8 @@ ARG PIP_FIND_LINKS
 
 # A base without python3 (the CI base) gets Debian's python3 (3.11) and venv support; the
 # official python image already has both, so nothing is installed there.
+# DL3008 (pin apt versions) is ignored: this branch runs only on the CI base, whose bookworm
+# versions move with Debian's point releases; the Python packages that matter are pinned.
 # hadolint ignore=DL3008
 RUN set -eu; \
     if ! command -v python3 >/dev/null 2>&1; then \

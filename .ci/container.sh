@@ -15,14 +15,21 @@
 # INPUT_GITHUB-TOKEN does. RUNNER_DIR (default: a fresh folder under .ci-cache/container/runs)
 # receives workflow/event.json, file_commands/output (GITHUB_OUTPUT), file_commands/step_summary
 # (GITHUB_STEP_SUMMARY) and home/; its path is printed so a caller can read the outputs.
-# Environment: ONNX_PARITY_IMAGE (default localhost/onnx-parity:ci), ONNX_PARITY_RUN_TIMEOUT
-# (seconds, default 900) for run-action.
+# Environment:
+#   ONNX_PARITY_IMAGE        tag to build and run (default localhost/onnx-parity:ci)
+#   ONNX_PARITY_BASE         "local" (default): a debootstrap'd Debian bookworm base, for machines
+#                            without a registry; "dockerfile": the Dockerfile's digest-pinned base,
+#                            pulled if missing (GitHub's runners)
+#   PIP_FIND_LINKS           a folder holding the torch CPU wheel: mounted into the build, and the
+#                            PyTorch index is then not used (TORCH_INDEX_URL empty)
+#   ONNX_PARITY_RUN_TIMEOUT  seconds before run-action kills the container (default 900)
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 CACHE="$REPO/.ci-cache/container"
 IMAGE="${ONNX_PARITY_IMAGE:-localhost/onnx-parity:ci}"
 BASE_IMAGE="localhost/debian:bookworm-slim"
+BASE_MODE="${ONNX_PARITY_BASE:-local}"
 HOST_CA="/etc/ssl/certs/ca-certificates.crt"
 BUILD_CA="/run/host-ca.crt"   # beside the system path: mounting over it breaks apt in the build
 
@@ -41,11 +48,14 @@ require_root() {
 }
 
 install_tools() {
-    if command -v podman >/dev/null && command -v runc >/dev/null && command -v debootstrap >/dev/null; then
-        return 0
-    fi
+    local wanted=(podman runc) missing=() tool
+    [ "$BASE_MODE" = dockerfile ] || wanted+=(debootstrap)
+    for tool in "${wanted[@]}"; do
+        command -v "$tool" >/dev/null || missing+=("$tool")
+    done
+    [ "${#missing[@]}" -gt 0 ] || return 0
     apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends podman runc debootstrap
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}"
 }
 
 # podman's defaults ask for more open files and processes than this sandbox allows.
@@ -68,6 +78,7 @@ EOF
 # The Debian archive this machine's apt already uses (never a host name written into the repo).
 debian_mirror() {
     local mirror
+    # shellcheck disable=SC2016  # $(SITE) etc. are apt's format fields, not shell
     mirror=$(apt-get indextargets --format '$(SITE) $(RELEASE) $(COMPONENT)' 2>/dev/null \
         | awk '$3 == "main" && $2 !~ /-/ { print $1; exit }')
     [ -n "$mirror" ] || die "no Debian archive found in apt's sources: run apt-get update, or check /etc/apt/sources.list*"
@@ -75,6 +86,11 @@ debian_mirror() {
 }
 
 build_base() {
+    if [ "$BASE_MODE" = dockerfile ]; then
+        echo "container.sh: using the Dockerfile's pinned base"
+        return 0
+    fi
+    [ "$BASE_MODE" = local ] || die "ONNX_PARITY_BASE=$BASE_MODE: expected \"local\" or \"dockerfile\""
     if podman image exists "$BASE_IMAGE"; then
         echo "container.sh: $BASE_IMAGE already present"
         return 0
@@ -93,12 +109,19 @@ build_base() {
 
 build_image() {
     local find_links=${PIP_FIND_LINKS:-}
-    local args=(--pull=never --network host
-        --build-arg "BASE_IMAGE=$BASE_IMAGE" --build-arg "TORCH_INDEX_URL="
-        -v "$HOST_CA:$BUILD_CA:ro" --build-arg "PIP_CERT=$BUILD_CA")
+    local args=(--network host)
+    if [ "$BASE_MODE" = dockerfile ]; then
+        args+=(--pull=missing)
+    else
+        args+=(--pull=never --build-arg "BASE_IMAGE=$BASE_IMAGE")
+    fi
+    if [ -f "$HOST_CA" ]; then
+        args+=(-v "$HOST_CA:$BUILD_CA:ro" --build-arg "PIP_CERT=$BUILD_CA")
+    fi
     if [ -n "$find_links" ]; then
         [ -d "$find_links" ] || die "PIP_FIND_LINKS=$find_links is not a folder (it should hold the torch CPU wheel)"
-        args+=(-v "$find_links:$find_links:ro" --build-arg "PIP_FIND_LINKS=$find_links")
+        args+=(-v "$find_links:$find_links:ro" --build-arg "PIP_FIND_LINKS=$find_links"
+            --build-arg "TORCH_INDEX_URL=")
     fi
     podman build "${args[@]}" -t "$IMAGE" -f "$REPO/Dockerfile" "$REPO"
     podman image inspect --format 'container.sh: {{.RepoTags}} size {{.Size}} bytes' "$IMAGE"
