@@ -43,7 +43,7 @@ def open_session(model_bytes: bytes) -> Session:
         else:
             failure = None
     if failure is not None:
-        raise RuntimeFailure(_one_line(failure), tuple(native))
+        raise _failure(failure, native)
     return Session(
         handle,
         tuple(item.name for item in handle.get_inputs()),
@@ -60,8 +60,15 @@ def run_session(session: Session, feed: dict[str, np.ndarray]) -> list[np.ndarra
         else:
             failure = None
     if failure is not None:
-        raise RuntimeFailure(_one_line(failure), tuple(native))
+        raise _failure(failure, native)
     return [np.asarray(value) for value in outputs]
+
+
+def _failure(error: BaseException, native: list[str]) -> RuntimeFailure:
+    """onnxruntime's native lines go to the model's log (the worker's stdout) and the finding."""
+    for line in native:
+        print(f"onnxruntime: {line}")
+    return RuntimeFailure(_one_line(error), tuple(native))
 
 
 def _one_line(error: BaseException, limit: int = 700) -> str:
