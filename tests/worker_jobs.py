@@ -43,6 +43,16 @@ def abort(payload: dict[str, object], workdir: Path, progress: Progress) -> None
 
 def hang_forever(payload: dict[str, object], workdir: Path, progress: Progress) -> None:
     progress("hanging")
+    _descend(20)  # a deep stack, like a hang inside an exporter
+
+
+def _descend(depth: int) -> None:
+    if depth:
+        _descend(depth - 1)
+    _stuck_here()
+
+
+def _stuck_here() -> None:
     while True:
         time.sleep(0.1)
 

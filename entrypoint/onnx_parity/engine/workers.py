@@ -35,6 +35,10 @@ LOG_TAIL_LINES = 40
 _LOG_TAIL_BYTES = 64 * 1024
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
+STACK_DUMP_FRAMES = 12
+_DUMP_HEADER = re.compile(r"(Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):")
+_FRAME = re.compile(r'  File ".*", line \d+ in ')
+_OUR_FRAME = re.compile(r'  File "(<frozen runpy>|.*[/\\]onnx_parity[/\\]engine[/\\]zygote\.py)"')
 
 EventCallback = Callable[[str, str, float], None]
 
@@ -412,7 +416,33 @@ def read_log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
             text = log.read().decode("utf-8", errors="replace")
     except FileNotFoundError:
         return ""
-    return "\n".join(_ANSI.sub("", text).splitlines()[-lines:])
+    return "\n".join(condense_stack_dumps(_ANSI.sub("", text).splitlines())[-lines:])
+
+
+def condense_stack_dumps(lines: list[str]) -> list[str]:
+    """Shorten faulthandler dumps (timeouts, crashes) to what locates the problem.
+
+    Dumps list the innermost call first and end with the worker's own machinery, which a log
+    tail would show instead of the model's line: drop our frames, keep each thread's first
+    STACK_DUMP_FRAMES frames.
+    """
+    kept: list[str] = []
+    frames: int | None = None  # frames seen in the current dump block, None outside one
+    for line in lines:
+        if _DUMP_HEADER.match(line):
+            frames = 0
+        elif frames is not None and _FRAME.match(line):
+            if not _OUR_FRAME.match(line):
+                frames += 1
+                if frames <= STACK_DUMP_FRAMES:
+                    kept.append(line)
+                elif frames == STACK_DUMP_FRAMES + 1:
+                    kept.append("  ...")
+            continue
+        else:
+            frames = None
+        kept.append(line)
+    return kept
 
 
 def _dump_stacks(pid: int) -> None:

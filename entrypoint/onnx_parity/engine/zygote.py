@@ -38,8 +38,10 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import NoReturn
+from typing import NoReturn, TextIO
 
+# The worker's own handle on its log for faulthandler, which needs the file kept open.
+_STACK_DUMPS: TextIO | None = None
 # POSIX guarantees writes up to PIPE_BUF (4096 on Linux) to a pipe are atomic.
 MAX_LINE_BYTES = 4000
 _STEP_CHARS = 1000
@@ -300,9 +302,13 @@ def _redirect_output(log: Path) -> None:
     # Line buffering: what a model printed just before a segfault is still in the log.
     sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
     sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    faulthandler.enable(file=sys.stderr, all_threads=True)
+    # Stacks go to a private copy of the log's fd: model code (or our own export capture) may
+    # point fd 2 elsewhere for a while, and a dump written there would be lost with the worker.
+    global _STACK_DUMPS
+    _STACK_DUMPS = os.fdopen(os.dup(2), "w")
+    faulthandler.enable(file=_STACK_DUMPS, all_threads=True)
     # The pool sends SIGUSR1 before killing a model that timed out: the log then shows where it hung.
-    faulthandler.register(signal.SIGUSR1, file=sys.stderr, all_threads=True)
+    faulthandler.register(signal.SIGUSR1, file=_STACK_DUMPS, all_threads=True)
 
 
 def _progress_reporter(key: str, started: float, protocol_fd: int) -> Callable[[str], None]:
