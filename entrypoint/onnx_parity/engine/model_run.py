@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from onnx_parity.engine.binding import BoundInputs, bind_inputs
+from onnx_parity.engine.binding import bind_inputs
 from onnx_parity.engine.exporting import ExportOutcome, export_model
 from onnx_parity.engine.verifying import verify_model
 from onnx_parity.engine.results import ExportAttempt, ModelResult, OutputComparison, StepTiming
