@@ -1,0 +1,109 @@
+"""Test harness around the bad repository: copy it, write its files, run the real CLI on it.
+
+Nothing binary is committed: tests copy tests/bad_repo to a temporary folder and write the
+samples and weights its configurations name there. `write_good_samples` needs numpy only;
+`write_bad_files` also imports torch (for `.pt` files). `run_cli` runs
+`python -m onnx_parity ...` as a real subprocess, exactly as a user or the action would.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+BAD_REPO = Path(__file__).resolve().parent
+
+
+class Payload:
+    """Unpickling this runs `touch MARKER`: what a hostile pull request would hide in a sample."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:
+        return os.system, (f"touch '{self.marker}'",)
+
+
+def copy_repo(destination: Path) -> Path:
+    shutil.copytree(BAD_REPO, destination, ignore=shutil.ignore_patterns("__pycache__"))
+    return destination
+
+
+def write_good_samples(repo: Path) -> None:
+    rng = np.random.default_rng(0)
+    samples = repo / "samples"
+    samples.mkdir(exist_ok=True)
+    np.save(samples / "x.npy", rng.standard_normal((4, 12)).astype(np.float32))
+    np.save(samples / "ids.npy", rng.integers(0, 50, (4, 6)).astype(np.int64))
+    np.save(samples / "mask.npy", (rng.random((4, 6)) > 0.3).astype(np.int64))
+    np.save(samples / "scale.npy", rng.uniform(0.5, 2, (4, 1)).astype(np.float32))
+
+
+def write_bad_files(repo: Path, markers: Path) -> None:
+    """Every broken sample and weights file of configs/bad-inputs.toml; payloads touch files in
+    `markers` if anything ever unpickles them."""
+    write_good_samples(repo)
+    samples = repo / "samples"
+    rng = np.random.default_rng(1)
+    whole = (samples / "x.npy").read_bytes()
+    (samples / "truncated.npy").write_bytes(whole[: len(whole) // 2])
+    (samples / "empty.npy").write_bytes(b"")
+    objects = np.empty(1, dtype=object)
+    objects[0] = Payload(markers / "objects-npy-ran")
+    np.save(samples / "objects.npy", objects, allow_pickle=True)
+    np.save(samples / "wrong-shape.npy", rng.standard_normal((4, 7)).astype(np.float32))
+    np.save(samples / "wrong-dtype.npy", rng.integers(0, 9, (4, 12)).astype(np.int64))
+    with_nan = rng.standard_normal((4, 12)).astype(np.float32)
+    with_nan[1, 3], with_nan[2, 5] = np.nan, np.inf
+    np.save(samples / "nan-inf.npy", with_nan)
+    _write_torch_files(repo, markers)
+
+
+def _write_torch_files(repo: Path, markers: Path) -> None:
+    import torch
+
+    torch.save(Payload(markers / "evil-pt-ran"), repo / "samples" / "evil.pt")
+    weights = repo / "weights"
+    weights.mkdir(exist_ok=True)
+    torch.save({"fc.weight": torch.zeros(3, 12), "fc.bias": torch.zeros(3)}, weights / "linear.pt")
+    torch.save(Payload(markers / "evil-weights-ran"), weights / "evil.pt")
+
+
+@dataclass(frozen=True)
+class CliRun:
+    code: int
+    stdout: str
+    stderr: str
+    seconds: float
+    out: Path | None
+
+    def report(self) -> dict:
+        assert self.out is not None
+        return json.loads((self.out / "report.json").read_text(encoding="utf-8"))
+
+    def models(self) -> dict[str, dict]:
+        return {model["name"]: model for model in self.report()["models"]}
+
+
+def run_cli(*args: str, cwd: Path, out: Path | None = None, env: dict[str, str] | None = None,
+            timeout: float = 600, python: tuple[str, ...] = ("-m", "onnx_parity")) -> CliRun:
+    """`python -m onnx_parity ARGS [--out OUT]` in `cwd`; waits for it and keeps everything."""
+    command = [sys.executable, *python, *args] + (["--out", str(out)] if out else [])
+    began = time.perf_counter()
+    done = subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, text=True,
+                          capture_output=True, timeout=timeout, check=False)
+    return CliRun(done.returncode, done.stdout, done.stderr, time.perf_counter() - began, out)
+
+
+def line_of(path: Path, text: str) -> int:
+    """The line of `path` holding `text`: where a finding must point, found in the source."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    return next(number for number, line in enumerate(lines, 1) if text in line)
