@@ -1,0 +1,352 @@
+"""Benchmark onnx-parity against the bare hand-written check, in the same run.
+
+    python bench/run.py [--repeat 3] [--json results.json]
+
+Measures whole commands (subprocess wall time, interpreter start and imports included):
+  * `onnx-parity check --model small-cnn --model spectrum` (the example's passing models)
+    against bench/bare_check.py on the same models, alternating which goes first;
+  * `onnx-parity --help`;
+  * all five example models with `--jobs 1` against `--jobs 2`.
+Prints a plain-text table (median, min, runs; the ratio of medians) and where onnx-parity's
+time went (from its progress lines and report.json), and writes the same as JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "seed-failures"
+BARE_CHECK = Path(__file__).resolve().parent / "bare_check.py"
+PASSING_MODELS = ("small-cnn", "spectrum")
+OVERHEAD_AIM = 1.3
+HELP_AIM_SECONDS = 0.5
+HELP_RUNS_AT_LEAST = 5
+PROGRESS = re.compile(r"^\[\s*([\d.]+)s\] (\S+): (.+)$")
+BARE_IMPORTS = re.compile(r"^imports: ([\d.]+) s$")
+BARE_MODEL = re.compile(r"^(\S+): max abs diff (\S+) at batch \d+ \(build\+export ([\d.]+) s, "
+                        r"onnxruntime\+compare ([\d.]+) s\)$")
+BARE_CHECKED = re.compile(r"^checked: ([\d.]+) s")
+
+
+class BenchError(Exception):
+    """A measured command did not do what it should, so its time would mean nothing."""
+
+
+@dataclass(frozen=True)
+class Timed:
+    seconds: float
+    stdout: str
+    out_dir: Path | None = None
+
+
+@dataclass(frozen=True)
+class Series:
+    """Wall times of one command over the repetitions."""
+
+    label: str
+    command: str
+    seconds: tuple[float, ...]
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.seconds)
+
+    @property
+    def min(self) -> float:
+        return min(self.seconds)
+
+    def as_json(self) -> dict[str, object]:
+        return {"label": self.label, "command": self.command, "seconds": list(self.seconds),
+                "median": self.median, "min": self.min}
+
+
+@dataclass(frozen=True)
+class Figures:
+    machine: dict[str, object]
+    parity: Series
+    serial: Series
+    bare: Series
+    help: Series
+    jobs1: Series
+    jobs2: Series
+    parity_profile: dict[str, float]
+    serial_profile: dict[str, float]
+    bare_profile: dict[str, float]
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def overhead_ratio(self) -> float:
+        return self.parity.median / self.bare.median
+
+    @property
+    def serial_ratio(self) -> float:
+        return self.serial.median / self.bare.median
+
+    @property
+    def speedup(self) -> float:
+        return self.jobs1.median / self.jobs2.median
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "machine": self.machine,
+            "series": {name: getattr(self, name).as_json()
+                       for name in ("parity", "serial", "bare", "help", "jobs1", "jobs2")},
+            "overhead_ratio": self.overhead_ratio, "overhead_aim": OVERHEAD_AIM,
+            "overhead_ratio_jobs1": self.serial_ratio,
+            "parallel_speedup": self.speedup, "help_aim_seconds": HELP_AIM_SECONDS,
+            "parity_profile": self.parity_profile, "serial_profile": self.serial_profile,
+            "bare_profile": self.bare_profile,
+            "notes": self.notes,
+        }
+
+
+# ---------------------------------------------------------------- running commands
+
+
+def parity_executable() -> Path:
+    path = Path(sys.executable).parent / "onnx-parity"
+    if not path.exists():
+        raise BenchError(f"{path} does not exist: onnx-parity is not installed in this "
+                         f"interpreter's environment. Fix: `{sys.executable} -m pip install -e .`.")
+    return path
+
+
+def run_timed(command: Sequence[str], accept: tuple[int, ...], out_dir: Path | None = None) -> Timed:
+    started = time.perf_counter()
+    done = subprocess.run(list(command), cwd=ROOT, capture_output=True, text=True)
+    seconds = time.perf_counter() - started
+    if done.returncode not in accept:
+        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
+        raise BenchError(f"`{' '.join(command)}` exited {done.returncode}, expected "
+                         f"{' or '.join(map(str, accept))}; its output ends:\n{tail}")
+    return Timed(seconds, done.stdout, out_dir)
+
+
+def check_command(repo: Path, out: Path, models: Sequence[str], jobs: int | None) -> list[str]:
+    command = [str(parity_executable()), "check", "--repo", str(repo), "--out", str(out)]
+    command += [part for name in models for part in ("--model", name)]
+    return command + ([] if jobs is None else ["--jobs", str(jobs)])
+
+
+def bare_command(repo: Path, models: Sequence[str]) -> list[str]:
+    return [sys.executable, str(BARE_CHECK), "--repo", str(repo),
+            *[part for name in models for part in ("--model", name)]]
+
+
+class Workspace:
+    """Fresh output folders for onnx-parity runs, all under one temporary folder."""
+
+    def __init__(self) -> None:
+        self.root = Path(tempfile.mkdtemp(prefix="onnx-parity-bench-"))
+        self.count = 0
+
+    def fresh(self) -> Path:
+        self.count += 1
+        return self.root / f"out-{self.count}"
+
+    def remove(self) -> None:
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """One command to time; `build` makes its argv, given a fresh output folder (or None)."""
+
+    build: Callable[[Path | None], list[str]]
+    accept: tuple[int, ...]
+    workspace: Workspace | None = None
+
+    @property
+    def text(self) -> str:
+        return " ".join(self.build(Path("OUT") if self.workspace else None))
+
+    def __call__(self) -> Timed:
+        out = self.workspace.fresh() if self.workspace else None
+        return run_timed(self.build(out), self.accept, out)
+
+
+def alternate(runners: Sequence[Runner], repeat: int) -> list[list[Timed]]:
+    """Run each `repeat` times, rotating which goes first, so drift hits all of them alike."""
+    runs: list[list[Timed]] = [[] for _ in runners]
+    for index in range(repeat):
+        shift = index % len(runners)
+        for position in [*range(shift, len(runners)), *range(shift)]:
+            runs[position].append(runners[position]())
+    return runs
+
+
+# ---------------------------------------------------------------- profiles
+
+
+def parity_profile(run: Timed) -> dict[str, float]:
+    """Where one `onnx-parity check` spent its time, from its progress lines and report.json."""
+    events = [(float(m[1]), m[2], m[3]) for m in map(PROGRESS.match, run.stdout.splitlines()) if m]
+    started = [t for t, _, step in events if step == "started"]
+    finished = [t for t, _, step in events if step == "finished"]
+    profile: dict[str, float] = {"wall": run.seconds}
+    if started and finished:
+        # The progress clock starts once the CLI has parsed its arguments and loaded settings.
+        profile["check start to first worker (zygote: imports + warm-up export)"] = min(started)
+        profile["first worker started to last model finished"] = max(finished) - min(started)
+        profile["rest (CLI start, report, zygote stop, exit)"] = run.seconds - max(finished)
+    assert run.out_dir is not None
+    report = json.loads((run.out_dir / "report.json").read_text(encoding="utf-8"))
+    for model in report["models"]:
+        for step in model.get("steps", []):
+            profile[f"{model['name']}: {step['step']}"] = step["seconds"]
+    return profile
+
+
+def bare_profile(run: Timed) -> dict[str, float]:
+    profile: dict[str, float] = {"wall": run.seconds}
+    for line in run.stdout.splitlines():
+        if match := BARE_IMPORTS.match(line):
+            profile["imports (torch, onnxruntime, numpy)"] = float(match[1])
+        elif match := BARE_MODEL.match(line):
+            profile[f"{match[1]}: build + export"] = float(match[3])
+            profile[f"{match[1]}: onnxruntime + compare"] = float(match[4])
+        elif match := BARE_CHECKED.match(line):
+            profile["interpreter start + exit (wall minus work)"] = run.seconds - float(match[1])
+    return profile
+
+
+def median_profile(profiles: list[dict[str, float]]) -> dict[str, float]:
+    keys = dict.fromkeys(key for profile in profiles for key in profile)
+    return {key: statistics.median(p[key] for p in profiles if key in p) for key in keys}
+
+
+# ---------------------------------------------------------------- the benchmark
+
+
+def machine() -> dict[str, object]:
+    return {
+        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "cores": os.cpu_count(), "platform": platform.platform(),
+        "processor": platform.processor() or platform.machine(),
+        "python": platform.python_version(), "load_average_before": os.getloadavg(),
+    }
+
+
+def measure(repo: Path, repeat: int) -> Figures:
+    workspace = Workspace()
+    try:
+        return _measure(repo, repeat, workspace)
+    finally:
+        workspace.remove()
+
+
+def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
+    found = machine()
+    parity = Runner(lambda out: check_command(repo, out, PASSING_MODELS, None), (0,), workspace)
+    serial = Runner(lambda out: check_command(repo, out, PASSING_MODELS, 1), (0,), workspace)
+    bare = Runner(lambda _: bare_command(repo, PASSING_MODELS), (0,))
+    parity_runs, serial_runs, bare_runs = alternate((parity, serial, bare), repeat)
+    help_command = [str(parity_executable()), "--help"]
+    helps = [run_timed(help_command, (0,)) for _ in range(max(repeat, HELP_RUNS_AT_LEAST))]
+    # Three of the five models fail on purpose: exit 1 is the expected verdict.
+    jobs = [Runner(lambda out, n=n: check_command(repo, out, (), n), (0, 1), workspace)
+            for n in (1, 2)]
+    jobs1_runs, jobs2_runs = alternate(jobs, repeat)
+    found["load_average_after"] = os.getloadavg()
+    return Figures(
+        machine=found,
+        parity=_series(f"onnx-parity check (2 models, default --jobs = {os.cpu_count()})",
+                       parity.text, parity_runs),
+        serial=_series("onnx-parity check (2 models, --jobs 1)", serial.text, serial_runs),
+        bare=_series("bare check (same 2 models)", bare.text, bare_runs),
+        help=_series("onnx-parity --help", " ".join(help_command), helps),
+        jobs1=_series("all 5 models, --jobs 1", jobs[0].text, jobs1_runs),
+        jobs2=_series("all 5 models, --jobs 2", jobs[1].text, jobs2_runs),
+        parity_profile=median_profile([parity_profile(run) for run in parity_runs]),
+        serial_profile=median_profile([parity_profile(run) for run in serial_runs]),
+        bare_profile=median_profile([bare_profile(run) for run in bare_runs]),
+        notes=_notes(found),
+    )
+
+
+def _series(label: str, command: str, runs: list[Timed]) -> Series:
+    return Series(label, command, tuple(run.seconds for run in runs))
+
+
+def _notes(found: dict[str, object]) -> list[str]:
+    cores = found["cores"] or 1
+    busiest = max(found["load_average_before"][0], found["load_average_after"][0])  # type: ignore[index]
+    if busiest > 0.5 * cores:  # type: ignore[operator]
+        return [f"the machine was busy (1-minute load up to {busiest:.2f} on {cores} cores): "
+                "figures are noisy, re-run when it is idle"]
+    return []
+
+
+# ---------------------------------------------------------------- output
+
+
+def render(figures: Figures) -> str:
+    rows = [("measurement", "median", "min", "runs")]
+    for series in (figures.parity, figures.serial, figures.bare, figures.help, figures.jobs1,
+                   figures.jobs2):
+        rows.append((series.label, f"{series.median:.2f} s", f"{series.min:.2f} s",
+                     str(len(series.seconds))))
+    width = max(len(row[0]) for row in rows)
+    lines = [f"onnx-parity benchmark, {figures.machine['date']}, {figures.machine['cores']} cores, "
+             f"{figures.machine['processor']}"]
+    lines += [f"{row[0]:<{width}}  {row[1]:>9}  {row[2]:>9}  {row[3]:>4}" for row in rows]
+    lines += [
+        f"overhead ratio (onnx-parity / bare, medians): {figures.overhead_ratio:.2f}x "
+        f"(aim <= {OVERHEAD_AIM}x){'' if figures.overhead_ratio <= OVERHEAD_AIM else '  OVER AIM'}",
+        f"same with onnx-parity at --jobs 1 (both sequential): {figures.serial_ratio:.2f}x",
+        f"parallel speed-up (jobs 1 / jobs 2, medians): {figures.speedup:.2f}x",
+        f"--help: {figures.help.median:.2f} s (aim < {HELP_AIM_SECONDS} s)",
+        "", "where onnx-parity's time went (medians, seconds), default --jobs:",
+        *_profile_lines(figures.parity_profile),
+        "where onnx-parity's time went (medians, seconds), --jobs 1:",
+        *_profile_lines(figures.serial_profile),
+        "where the bare check's time went (medians, seconds):",
+        *_profile_lines(figures.bare_profile),
+        *(f"note: {note}" for note in figures.notes),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def _profile_lines(profile: dict[str, float]) -> list[str]:
+    width = max((len(key) for key in profile), default=0)
+    return [f"  {key:<{width}}  {value:7.2f}" for key, value in profile.items()]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3, help="repetitions of each command")
+    parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
+    parser.add_argument("--repo", type=Path, default=EXAMPLE,
+                        help="repository to check (default: examples/seed-failures)")
+    args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    try:
+        figures = measure(args.repo.resolve(), args.repeat)
+    except BenchError as error:
+        print(f"bench: {error}", file=sys.stderr)
+        return 2
+    sys.stdout.write(render(figures))
+    if args.json is not None:
+        args.json.write_text(json.dumps(figures.as_json(), indent=2) + "\n", encoding="utf-8")
+        print(f"figures: {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

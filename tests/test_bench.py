@@ -1,0 +1,52 @@
+"""The benchmark runs end to end and reports its figures (no timing limits: machines are noisy).
+
+Slow by nature: one repetition still runs the real onnx-parity and the bare check several times
+(about a minute on an idle 2-core machine).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SERIES = ("parity", "serial", "bare", "help", "jobs1", "jobs2")
+
+
+def test_benchmark_prints_and_writes_its_figures(tmp_path: Path) -> None:
+    figures_path = tmp_path / "figures.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "run.py"), "--repeat", "1", "--json", str(figures_path)],
+        capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(figures_path.read_text(encoding="utf-8"))
+    for name in SERIES:
+        series = figures["series"][name]
+        assert series["seconds"] and all(seconds > 0 for seconds in series["seconds"])
+        assert series["label"] in done.stdout
+    parity, bare = figures["series"]["parity"], figures["series"]["bare"]
+    assert figures["overhead_ratio"] == parity["median"] / bare["median"]
+    jobs1, jobs2 = figures["series"]["jobs1"], figures["series"]["jobs2"]
+    assert figures["parallel_speedup"] == jobs1["median"] / jobs2["median"]
+    assert f"{figures['overhead_ratio']:.2f}x" in done.stdout
+    assert f"{figures['parallel_speedup']:.2f}x" in done.stdout
+    # The profile comes from onnx-parity's own report: every step of both models is there.
+    for model in ("small-cnn", "spectrum"):
+        for step in ("load samples", "build model", "export", "verify"):
+            assert f"{model}: {step}" in figures["parity_profile"]
+        assert f"{model}: build + export" in figures["bare_profile"]
+
+
+def test_bare_check_prints_a_difference_per_model() -> None:
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "bare_check.py"), "--repo",
+         str(ROOT / "examples" / "seed-failures"), "--model", "spectrum"],
+        capture_output=True, text=True, timeout=600,
+    )
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if line.startswith("spectrum:"))
+    diff = float(line.split("max abs diff ")[1].split()[0])
+    assert 0 <= diff <= 1e-5
