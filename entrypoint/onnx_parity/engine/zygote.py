@@ -121,6 +121,19 @@ def _preload(warm_up: bool) -> str:
     return "done"
 
 
+def _preimport(job_function: str) -> None:
+    """Import the job's module once here (about 0.3 s) instead of once per forked worker.
+
+    Only our own module is imported; the user's model code is imported after the fork.
+    A failure is left for each worker to meet and report itself.
+    """
+    try:
+        importlib.import_module(job_function.partition(":")[0])
+    except Exception as error:
+        print(f"onnx-parity zygote: pre-import of {job_function} failed: {error!r}",
+              file=sys.stderr, flush=True)
+
+
 def _cache_torchlib_catalogue() -> None:
     """Parse torchlib's ~560 ONNX functions once per run instead of once per export.
 
@@ -401,6 +414,7 @@ def main(argv: list[str] | None = None) -> NoReturn:
     os.dup2(2, 1)
     began = time.monotonic()
     warm_up = _preload(not args.no_warm_up)
+    _preimport(args.job_function)
     send(protocol_fd, {"event": "ready", "seconds": time.monotonic() - began, "warm_up": warm_up})
     Zygote(args.job_function, args.workdir, protocol_fd).serve()
     _flush_stdio()
