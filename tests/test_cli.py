@@ -1,0 +1,165 @@
+"""`onnx-parity` as a user runs it: a real subprocess, its exit code, stdout, stderr and files.
+
+Two runs start workers (the bundled example, a passing-only configuration); the rest never
+reach a worker and take a fraction of a second each.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from bad_repo.harness import CliRun, copy_repo, line_of, run_cli, write_good_samples
+from onnx_parity import __version__
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+EXAMPLE = REPO_ROOT / "examples" / "seed-failures"
+# A bug planted in the product at run time: the only way to see exit 3 that no fix removes.
+INTERNAL_ERROR = (
+    "-c",
+    "import sys, onnx_parity.settings.loading as loading\n"
+    "def broken(*args, **kwargs):\n"
+    "    raise RuntimeError('planted internal error')\n"
+    "loading.load_settings = broken\n"
+    "from onnx_parity.cli import main\n"
+    "sys.exit(main(sys.argv[1:]))\n",
+)
+
+
+def test_help_answers_and_its_wall_time_is_printed(tmp_path: Path,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    top = run_cli("--help", cwd=tmp_path)
+    check = run_cli("check", "--help", cwd=tmp_path)
+    assert top.code == check.code == 0
+    assert top.stderr == check.stderr == ""
+    assert all(command in top.stdout for command in ("check", "action", "comment"))
+    for option in ("--repo", "--config", "--out", "--model", "--jobs", "--debug"):
+        assert option in check.stdout
+    with capsys.disabled():  # measured, not asserted: the machine is shared
+        print(f"\n`onnx-parity --help`: {top.seconds:.2f} s wall time; "
+              f"`check --help`: {check.seconds:.2f} s")
+
+
+def test_version_names_the_package_version(tmp_path: Path) -> None:
+    done = run_cli("--version", cwd=tmp_path)
+    assert done.code == 0
+    assert done.stdout.strip() == f"onnx-parity {__version__}"
+
+
+def test_exit_0_when_every_model_passes(tmp_path: Path) -> None:
+    repo = copy_repo(tmp_path / "repo")
+    write_good_samples(repo)
+    done = run_cli("check", "--config", "configs/passing.toml", "--jobs", "1", cwd=repo,
+                   out=tmp_path / "out")
+    assert done.code == 0, done.stderr
+    assert done.stderr == ""
+    assert "1 of 1 models pass" in done.stdout
+    assert done.report()["passed"] is True and done.report()["failed_models"] == []
+    assert (tmp_path / "out" / "good.onnx").is_file()
+
+
+def test_exit_2_for_a_configuration_mistake_without_starting_a_worker(tmp_path: Path) -> None:
+    (tmp_path / "onnx-parity.toml").write_text('[[model]]\nname = "m"\nfactory = "m:f"\n'
+                                               'inputs = { x = "x.npy" }\natoll = 1\n')
+    done = run_cli("check", cwd=tmp_path, out=tmp_path / "out")
+    assert done.code == 2
+    assert done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stderr.strip() == (
+        'onnx-parity: onnx-parity.toml: model "m": key "atoll": unknown key; did you mean '
+        '"atol"? Valid keys here: name, factory, weights, inputs, outputs, dynamic-axes, '
+        "allow-warnings, opset, exporter, atol, rtol, batch-sizes, timeout-seconds, "
+        "memory-limit-mb.")
+
+
+def test_exit_2_for_a_bad_command_line(tmp_path: Path) -> None:
+    done = run_cli("check", "--jobs", "many", cwd=tmp_path)
+    assert done.code == 2
+    assert "--jobs: invalid int value: 'many'" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_internal_error_is_exit_3_and_shows_a_traceback_only_with_debug(tmp_path: Path) -> None:
+    plain = run_cli("check", cwd=tmp_path, python=INTERNAL_ERROR)
+    debug = run_cli("check", "--debug", cwd=tmp_path, python=INTERNAL_ERROR)
+    assert plain.code == debug.code == 3
+    expected = ("onnx-parity: internal error: RuntimeError: planted internal error. Re-run with "
+                "--debug for the traceback and please report it.")
+    assert plain.stderr.strip() == expected
+    assert "Traceback (most recent call last):" in debug.stderr
+    assert 'in broken\nRuntimeError: planted internal error' in debug.stderr
+    assert debug.stderr.strip().endswith(expected)
+
+
+def test_debug_shows_no_traceback_for_an_expected_mistake(tmp_path: Path) -> None:
+    done = run_cli("check", "--debug", "--repo", "no-such-folder", cwd=tmp_path)
+    assert done.code == 2
+    assert done.stderr.strip() == ("onnx-parity: --repo no-such-folder: no such folder. Fix: pass "
+                                   "the repository root.")
+
+
+# ---------------------------------------------------------------------------------------------
+# The bundled example: the README's promise, checked through the CLI
+
+
+@pytest.fixture(scope="module")
+def example_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    # A copy: importing the example's models must not leave __pycache__ in the working tree.
+    root = tmp_path_factory.mktemp("example")
+    repo = root / "seed-failures"
+    shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__"))
+    return run_cli("check", "--repo", str(repo), "--jobs", "2", cwd=root, out=root / "out")
+
+
+def _errors(model: dict) -> list[dict]:
+    return [finding for finding in model["findings"] if finding["severity"] == "error"]
+
+
+def test_example_exits_1_with_exactly_the_documented_verdicts(example_run: CliRun) -> None:
+    assert example_run.code == 1, example_run.stderr
+    assert example_run.stderr == ""
+    verdicts = {name: model["passed"] for name, model in example_run.models().items()}
+    assert verdicts == {"small-cnn": True, "small-cnn-frozen": False, "branchy": False,
+                        "spectrum": True, "spectrum-torchscript": False}
+    assert "2 of 5 models pass" in example_run.stdout
+    assert example_run.report()["config"] == "onnx-parity.toml"
+
+
+def test_example_frozen_cnn_fails_on_frozen_dimension_only(example_run: CliRun) -> None:
+    model = example_run.models()["small-cnn-frozen"]
+    assert {f["code"] for f in _errors(model)} == {"frozen-dimension"}
+    assert any('"input" axis 0' in f["message"] for f in _errors(model))
+
+
+def test_example_branchy_fails_at_the_if_line(example_run: CliRun) -> None:
+    model = example_run.models()["branchy"]
+    branch = [f for f in _errors(model) if f["code"] == "data-dependent-branch"]
+    assert branch, model["findings"]
+    line = line_of(EXAMPLE / "models" / "branchy.py", "if x.mean() > 0:")
+    assert (branch[0]["file"], branch[0]["line"]) == ("models/branchy.py", line)
+    assert branch[0]["details"]["source"] == "if x.mean() > 0:"
+
+
+def test_example_torchscript_spectrum_names_the_unsupported_operator(example_run: CliRun) -> None:
+    model = example_run.models()["spectrum-torchscript"]
+    assert {f["code"] for f in _errors(model)} == {"unsupported-operator"}
+    assert "aten::fft_rfft" in _errors(model)[0]["message"]
+
+
+def test_example_passing_models_pass_clean(example_run: CliRun) -> None:
+    for name in ("small-cnn", "spectrum"):
+        model = example_run.models()[name]
+        assert _errors(model) == [] and model["max_abs_diff"] < model["atol"]
+        assert {c["batch_size"] for c in model["comparisons"]} == {1, 8}
+
+
+def test_example_writes_every_output_file(example_run: CliRun) -> None:
+    out = example_run.out
+    assert out is not None
+    for name in example_run.models():
+        assert (out / f"{name}.log").is_file() and (out / f"{name}.parity.json").is_file()
+    exported = {path.stem for path in out.glob("*.onnx")}
+    assert exported == {"small-cnn", "small-cnn-frozen", "branchy", "spectrum"}
+    markdown = (out / "report.md").read_text(encoding="utf-8")
+    assert markdown.startswith("### ❌ ONNX parity: 2 of 5 models pass (3 failing)")
