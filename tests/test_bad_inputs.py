@@ -16,9 +16,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from bad_repo.harness import (BAD_REPO, CliRun, Payload, copy_repo, line_of, run_cli,
-                              write_bad_files)
+from bad_repo.harness import (
+    BAD_REPO,
+    CliRun,
+    Payload,
+    copy_repo,
+    line_of,
+    run_cli,
+    write_bad_files,
+)
 
 CONFIG = "onnx-parity.toml"
 MODEL = """
@@ -39,6 +45,7 @@ class ConfigCase:
     says: tuple[str, ...]  # fragments the message must hold: what, where, fix
     args: tuple[str, ...] = ()
     setup: Callable[[Path, Path], None] | None = None  # (repo, a folder outside it)
+    env: tuple[tuple[str, str], ...] = ()  # set in the command's environment
     bug: str | None = None  # PRODUCT BUG: why this fails today
 
 
@@ -114,8 +121,12 @@ CONFIG_CASES: dict[str, ConfigCase] = {
         (f'{WHERE_M} "atol"', "not a finite number", "atol = 1e-5")),
     "unknown-exporter": ConfigCase(
         _model(exporter='"onnxscript"'),
-        (f'{WHERE_M} "exporter"', 'unknown exporter "onnxscript"', '"auto", "dynamo", '
-         '"torchscript"')),
+        (f'{WHERE_M} "exporter"', 'unknown exporter "onnxscript"', ('"auto", "dynamo", '
+         '"torchscript"'))),
+    "non-ascii-value-on-an-ascii-console": ConfigCase(
+        _model(exporter='"dÿnamo"'),
+        (f'{WHERE_M} "exporter"', 'unknown exporter "d\\xffnamo"', 'did you mean "dynamo"?'),
+        env=(("PYTHONIOENCODING", "ascii"),)),
     "opset-too-high": ConfigCase(
         _model(opset="99"),
         (f'{WHERE_M} "opset"', "opset 99 is outside the supported range", "from 7 to 23")),
@@ -124,8 +135,8 @@ CONFIG_CASES: dict[str, ConfigCase] = {
         (f'{CONFIG}: key "opset"', "opset 3 is outside", "from 7 to 23")),
     "dynamic-axes-unknown-name": ConfigCase(
         _model(outputs='["y"]', **{"dynamic-axes": '{ z = { 0 = "batch" } }'}),
-        (f'{WHERE_M} "dynamic-axes"', '"z" is neither an input nor an output', 'Name one of "x", '
-         '"y"')),
+        (f'{WHERE_M} "dynamic-axes"', '"z" is neither an input nor an output', ('Name one of "x", '
+         '"y"'))),
     "dynamic-axes-not-an-axis": ConfigCase(
         _model(**{"dynamic-axes": '{ x = { first = "batch" } }'}),
         (f'{WHERE_M} "dynamic-axes.x"', 'axis "first" is not an axis index', '{ 0 = "batch" }')),
@@ -138,8 +149,8 @@ CONFIG_CASES: dict[str, ConfigCase] = {
          "commit the file inside the repository")),
     "path-absolute": ConfigCase(
         MODEL.replace("samples/x.npy", "/etc/x.npy"),
-        (f'{WHERE_M} "inputs.x"', 'path "/etc/x.npy" is absolute', "relative to the repository "
-         "root")),
+        (f'{WHERE_M} "inputs.x"', 'path "/etc/x.npy" is absolute', ("relative to the repository "
+         "root"))),
     "weights-path-home": ConfigCase(
         _model(weights='"~/weights.pt"'),
         (f'{WHERE_M} "weights"', 'path "~/weights.pt" is absolute', "relative to the repository")),
@@ -202,7 +213,7 @@ def test_configuration_mistake_exits_2_naming_file_key_and_fix(case: ConfigCase,
         (repo / CONFIG).write_bytes(raw)
     if case.setup:
         case.setup(repo, outside)
-    done = run_cli("check", *case.args, cwd=repo, out=tmp_path / "out")
+    done = run_cli("check", *case.args, cwd=repo, out=tmp_path / "out", env=dict(case.env))
     assert done.code == 2, done
     assert "Traceback" not in done.stderr
     message = done.stderr.strip()
@@ -288,15 +299,15 @@ MODEL_CASES: dict[str, ModelCase] = {
         "load-error", ('factory "models.good:Linaer"', '"Linaer" is not defined in models.good',
                        'Did you mean "Linear"?')),
     "factory-raises": ModelCase(
-        "load-error", ('factory "models.broken:raises" raised', "ValueError: factory broke on "
-                       "purpose", "Fix: make the factory run on its own"),
+        "load-error", ('factory "models.broken:raises" raised', ("ValueError: factory broke on "
+                       "purpose"), "Fix: make the factory run on its own"),
         source=(BROKEN, 'raise ValueError("factory broke on purpose")')),
     "import-raises": ModelCase(
         "load-error", ('importing "models.import_fails" failed', "ImportError", "Fix:"),
         source=("models/import_fails.py", "raise ImportError")),
     "not-a-module": ModelCase(
-        "load-error", ('factory "models.broken:not_a_module" returned str, not a '
-                       "torch.nn.Module", "Fix: make the factory return the model instance")),
+        "load-error", (('factory "models.broken:not_a_module" returned str, not a '
+                       "torch.nn.Module"), "Fix: make the factory return the model instance")),
     "factory-exits": ModelCase(
         "crash", ("SystemExit",), evidence=(f'File "{BROKEN}", line', "sys.exit(3)")),
     "weights-mismatch": ModelCase(
@@ -356,8 +367,8 @@ MODEL_CASES: dict[str, ModelCase] = {
             "always fills `positional`), so the message speaks of a Model Zoo 'sample folder' "
             "and does not name `extra`"),
     "input-not-given": ModelCase(
-        "load-error", ('forward needs input(s) "mask"', "Fix: add a sample file for each to "
-                       "`inputs`"),
+        "load-error", ('forward needs input(s) "mask"', ("Fix: add a sample file for each to "
+                       "`inputs`")),
         bug="engine/binding.py: bound by position, the message says 'the sample folder has no "
             "input file' although `inputs` is a table"),
     "axis-beyond-rank": ModelCase(

@@ -10,7 +10,6 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from bad_repo.harness import CliRun, copy_repo, line_of, run_cli, write_good_samples
 from onnx_parity import __version__
 
@@ -19,12 +18,12 @@ EXAMPLE = REPO_ROOT / "examples" / "seed-failures"
 # A bug planted in the product at run time: the only way to see exit 3 that no fix removes.
 INTERNAL_ERROR = (
     "-c",
-    "import sys, onnx_parity.settings.loading as loading\n"
+    ("import sys, onnx_parity.settings.loading as loading\n"
     "def broken(*args, **kwargs):\n"
     "    raise RuntimeError('planted internal error')\n"
     "loading.load_settings = broken\n"
     "from onnx_parity.cli import main\n"
-    "sys.exit(main(sys.argv[1:]))\n",
+    "sys.exit(main(sys.argv[1:]))\n"),
 )
 
 

@@ -18,8 +18,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-
-from bad_repo.harness import BAD_REPO, CliRun, copy_repo, line_of, run_cli, write_good_samples
+from bad_repo.harness import (
+    BAD_REPO,
+    CliRun,
+    copy_repo,
+    line_of,
+    run_cli,
+    write_good_samples,
+)
 
 CONFIG = "configs/faults.toml"
 FAULTS = BAD_REPO / "models" / "faults.py"
