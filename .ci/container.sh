@@ -23,6 +23,8 @@
 #   PIP_FIND_LINKS           a folder holding the torch CPU wheel: mounted into the build, and the
 #                            PyTorch index is then not used (TORCH_INDEX_URL empty)
 #   ONNX_PARITY_RUN_TIMEOUT  seconds before run-action kills the container (default 900)
+#   ONNX_PARITY_NETWORK      run-action's podman network (default host, to reach a fake GitHub on
+#                            127.0.0.1; "none" proves a run without a comment needs no network)
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -188,7 +190,7 @@ cmd_run_action() {
     # podman runs in the background and this shell waits for it, so a TERM sent to this
     # script's PID runs the trap at once and the container goes too.
     trap 'podman rm -f -t 0 "$RUN_NAME" >/dev/null 2>&1; exit 143' INT TERM
-    podman run --rm --name "$RUN_NAME" --network host --timeout "${ONNX_PARITY_RUN_TIMEOUT:-900}" \
+    podman run --rm --name "$RUN_NAME" --network "${ONNX_PARITY_NETWORK:-host}" --timeout "${ONNX_PARITY_RUN_TIMEOUT:-900}" \
         -v "$workspace:/github/workspace" -v "$runner/workflow:/github/workflow" \
         -v "$runner/file_commands:/github/file_commands" -v "$runner/home:/github/home" \
         -w /github/workspace \

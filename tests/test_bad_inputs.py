@@ -167,11 +167,7 @@ CONFIG_CASES: dict[str, ConfigCase] = {
         (f'{CONFIG}: model[0]: key "name"', "cannot be used as a file name", "e.g. \"small-cnn\"")),
     "model-name-leading-dash": ConfigCase(
         MODEL.replace('name = "m"', 'name = "-m"'),
-        (f'{CONFIG}: model[0]: key "name"', "cannot be used as a file name"),
-        bug='settings/loading.py MODEL_NAME accepts a leading "-", engine/workers.py _SAFE_KEY '
-            "refuses it: the run starts a zygote, then exits 3 (internal error: WorkerPoolError "
-            "job key '-m' is not file-name safe) instead of 2; `--model -m` cannot even be "
-            "typed"),
+        (f'{CONFIG}: model[0]: key "name"', "cannot be used as a file name")),
     "unknown-model-option": ConfigCase(
         MODEL,
         ("--model nope", "no model of that name in onnx-parity.toml", "models: m",
@@ -320,17 +316,10 @@ MODEL_CASES: dict[str, ModelCase] = {
                        "Fix: commit the file or correct `weights`")),
     "weights-malicious": ModelCase(
         "load-error", ('weights "weights/evil.pt" were refused', "posix.system",
-                       "never runs code from a pickle", "Fix: save a plain state_dict"),
-        bug="models/factory.py _load_weights quotes the first 240 characters of torch's "
-            "refusal, which advise re-running with weights_only=False, and cut off what was "
-            "refused (GLOBAL posix.system); samples.py names it via _REFUSAL"),
+                       "never runs code from a pickle", "Fix: save a plain state_dict")),
     "forward-raises": ModelCase(
         "runtime-error", ("RuntimeError: forward broke on purpose",),
-        source=(BROKEN, 'raise RuntimeError("forward broke on purpose")'),
-        bug="a forward that raises on the samples is reported as export-error x2 plus a "
-            "frozen-dimension blaming a hard-coded batch (engine/exporting.py "
-            "choose_export_batch treats any failure at batch 2 as a frozen batch), with no "
-            "file/line of the raise"),
+        source=(BROKEN, 'raise RuntimeError("forward broke on purpose")')),
     "forward-exits": ModelCase(
         "crash", ("left no result", "os._exit in model code?")),
     "sample-missing": ModelCase(
@@ -351,26 +340,15 @@ MODEL_CASES: dict[str, ModelCase] = {
         "load-error", ("Sample file samples/empty.npy", "`inputs.x`", "is empty (0 bytes)",
                        "Fix: commit the real file")),
     "sample-wrong-shape": ModelCase(
-        "runtime-error", ("mat1 and mat2 shapes cannot be multiplied",),
-        bug="samples of the wrong width are reported as frozen-dimension ('the batch size is "
-            "hard-coded in forward') plus two export-errors, not as PyTorch failing on the "
-            "samples (engine/exporting.py choose_export_batch)"),
+        "runtime-error", ("mat1 and mat2 shapes cannot be multiplied",)),
     "sample-wrong-dtype": ModelCase(
-        "runtime-error", ("must have the same dtype",),
-        bug="int64 samples for a float model are reported as frozen-dimension ('the batch size "
-            "is hard-coded') and onnx-checker ('the exporter produced an invalid model') instead "
-            "of PyTorch rejecting the samples' dtype (engine/exporting.py choose_export_batch)"),
+        "runtime-error", ("must have the same dtype",)),
     "input-not-taken": ModelCase(
         "load-error", ('`inputs` names "extra"', 'its parameters: "x"',
-                       "Fix: name each input after a parameter of forward"),
-        bug="engine/binding.py bind_inputs binds a table of inputs by position (load_samples "
-            "always fills `positional`), so the message speaks of a Model Zoo 'sample folder' "
-            "and does not name `extra`"),
+                       "Fix: name each input after a parameter of forward")),
     "input-not-given": ModelCase(
         "load-error", ('forward needs input(s) "mask"', ("Fix: add a sample file for each to "
-                       "`inputs`")),
-        bug="engine/binding.py: bound by position, the message says 'the sample folder has no "
-            "input file' although `inputs` is a table"),
+                       "`inputs`"))),
     "axis-beyond-rank": ModelCase(
         "load-error", ('`dynamic-axes` declares axis 5 of input "x"', "rank 2", "shape [4, 12]",
                        "Fix: number axes from 0 up to 1")),
@@ -404,10 +382,6 @@ def test_bad_model_or_sample_gets_a_finding_saying_what_where_and_fix(
         assert text in finding["details"]["source"]  # the comment shows the offending line
 
 
-@pytest.mark.xfail(strict=True, reason="PRODUCT BUG: engine/binding.py bind_inputs binds an "
-                   "`inputs` table by table order (load_samples always fills `positional`), so "
-                   "forward(x, scale) receives the scale array as x; the README documents a "
-                   "table as input name -> sample file")
 def test_an_inputs_table_is_matched_to_forward_by_name_not_by_order(bad_run: BadRun) -> None:
     model = bad_run.models["inputs-reordered"]  # inputs = { scale = ..., x = ... }
     assert model["passed"], [(f["code"], f["message"]) for f in model["findings"]]

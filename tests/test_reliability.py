@@ -126,10 +126,6 @@ def test_memory_hog_is_out_of_memory_at_its_own_limit(runs: FaultRuns) -> None:
     assert "memory-limit-mb" in finding["fix"]
 
 
-@pytest.mark.xfail(strict=True, reason="PRODUCT BUG: engine/run.py _failed_result keeps the last "
-                   "12 lines of the condensed log tail as evidence; a faulthandler dump lists the "
-                   "innermost frame first, so those 12 lines are torch frames and the model's own "
-                   "line (models/faults.py) is cut off")
 @pytest.mark.parametrize(("model", "text"), [("segfault", "ctypes.string_at(0)"),
                                              ("hang", "time.sleep(3600)")])
 def test_crash_and_timeout_evidence_names_the_models_line(runs: FaultRuns, model: str,
@@ -138,11 +134,6 @@ def test_crash_and_timeout_evidence_names_the_models_line(runs: FaultRuns, model
     assert f'File "models/faults.py", line {line_of(FAULTS, text)}' in evidence, evidence
 
 
-@pytest.mark.xfail(strict=True, reason="PRODUCT BUG: export/capture.py captured() sends fd 1/2 to "
-                   "an anonymous TemporaryFile and sys.stdout to a StringIO during export; when the "
-                   "worker dies inside export (segfault, timeout, memory kill) everything the model "
-                   "printed there is lost with it, so the log and the evidence miss it (the "
-                   "memory-hog log is empty and its finding has no evidence)")
 @pytest.mark.parametrize(("model", "printed"), [
     ("segfault", "about to crash in forward"), ("hang", "going to sleep in forward"),
     ("memory-hog", "allocating 1.25 GiB in forward")])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -25,7 +26,8 @@ class BoundInputs:
 def bind_inputs(module: Any, spec: ModelSpec, named: dict[str, np.ndarray],
                 positional: tuple[np.ndarray, ...]) -> BoundInputs:
     parameters = _forward_parameters(module)
-    if positional:
+    zoo_folder = isinstance(spec.inputs, Path) and spec.inputs.is_dir()
+    if zoo_folder:  # test_data_set_N/input_K.pb: K is the parameter's position
         bound = _bind_positional(parameters, positional, spec)
     else:
         bound = _bind_named(parameters, named, spec)

@@ -16,6 +16,7 @@ from onnx_parity.export.inspection import inspect_model
 from onnx_parity.export.review import (failure_finding, trace_divergence,
                                        warning_findings)
 from onnx_parity.findings import Finding
+from onnx_parity.models.factory import user_frame
 from onnx_parity.settings.schema import ModelSpec
 
 # torch.export specialises size-1 dimensions: a dynamic batch must be exported from >= 2.
@@ -34,7 +35,11 @@ class ExportOutcome:
 
 
 def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -> ExportOutcome:
-    batch, frozen = choose_export_batch(module, bound, spec)
+    try:
+        batch, frozen = choose_export_batch(module, bound, spec)
+    except ReferenceFailure as error:
+        size = 1 if declares_dynamic_batch(spec, bound) else min(spec.batch_sizes)
+        return ExportOutcome(None, None, size, None, (), (reference_finding(error, size, repo),))
     findings: list[Finding] = []
     request = _request(module, bound, spec, start=0, batch=batch)
     exported, failures = _try_exporters(spec.exporters, request)
@@ -55,17 +60,40 @@ def declares_dynamic_batch(spec: ModelSpec, bound: BoundInputs) -> bool:
 
 
 def choose_export_batch(module: Any, bound: BoundInputs, spec: ModelSpec) -> tuple[int, str | None]:
-    """The batch to export from, and PyTorch's own error when a dynamic batch cannot run."""
+    """The batch to export from, and PyTorch's own error when a dynamic batch cannot run.
+
+    Raises ReferenceFailure when PyTorch cannot run the model on the samples at all: that is
+    a problem with the model or the samples, not a frozen batch.
+    """
+    smallest = min(spec.batch_sizes)
+    _reference(module, bound, 1 if declares_dynamic_batch(spec, bound) else smallest)
     if not declares_dynamic_batch(spec, bound):
-        return min(spec.batch_sizes), None
-    feed = batch_arrays(bound.arrays, bound.names, 0, DYNAMIC_EXPORT_BATCH)
+        return smallest, None
     try:
-        run_reference(module, as_tensors(feed, bound.names))
+        _reference(module, bound, DYNAMIC_EXPORT_BATCH)
     except ReferenceFailure as error:
         return 1, (f"declared dynamic, but PyTorch itself cannot run the model at batch "
-                   f"{DYNAMIC_EXPORT_BATCH} ({error}): the batch size is hard-coded in forward, "
-                   "so the model was exported from batch 1")
+                   f"{DYNAMIC_EXPORT_BATCH} ({error}) while it runs at batch 1: the batch size "
+                   "is hard-coded in forward, so the model was exported from batch 1")
     return DYNAMIC_EXPORT_BATCH, None
+
+
+def _reference(module: Any, bound: BoundInputs, size: int) -> None:
+    feed = batch_arrays(bound.arrays, bound.names, 0, size)
+    run_reference(module, as_tensors(feed, bound.names))
+
+
+def reference_finding(error: ReferenceFailure, size: int, repo: Path) -> Finding:
+    """PyTorch fails on the samples themselves: name the user's line and the likely fix."""
+    file, line = user_frame(error.cause, repo)
+    where = f" at {file}:{line}" if file else ""
+    return Finding(
+        "runtime-error",
+        f"PyTorch fails on the samples at batch {size}{where}: {error}. Fix: make forward run "
+        "on the samples (their shape and dtype, axis 0 = samples) — `python -c` with the same "
+        "tensors reproduces it.",
+        file=file, line=line, evidence=str(error),
+    )
 
 
 def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,
@@ -81,13 +109,16 @@ def _try_exporters(exporters: tuple[str, ...],
                    request: ExportRequest) -> tuple[Exported | None, list[ExportError]]:
     failures: list[ExportError] = []
     for exporter in exporters:
+        print(f"--- export with {exporter} (opset {request.opset}) starts", flush=True)
         try:
             exported = export(exporter, request)
         except ExportError as error:
-            _log_attempt(exporter, error.output, error.warnings, f"failed: {error.message}")
+            _log_attempt(exporter, "" if error.output_logged else error.output, error.warnings,
+                         f"failed: {error.message}")
             failures.append(error)
         else:
-            _log_attempt(exporter, exported.output, exported.warnings, "succeeded")
+            _log_attempt(exporter, "" if exported.output_logged else exported.output,
+                         exported.warnings, "succeeded")
             return exported, failures
     return None, failures
 

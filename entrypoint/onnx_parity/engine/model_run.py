@@ -109,7 +109,7 @@ def _pipeline(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer:
         raise StopModel()
     _save_model(outcome.model_bytes, workdir, ledger)
     with timer.step("verify"):
-        verified = verify_model(loaded.module, outcome, bound, samples.golden, spec)
+        verified = verify_model(loaded.module, outcome, bound, samples.golden, spec, repo)
         ledger.opset = verified.opset
         ledger.findings.extend(verified.findings)
         ledger.comparisons.extend(verified.comparisons)

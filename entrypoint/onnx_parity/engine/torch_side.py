@@ -10,7 +10,11 @@ from onnx_parity.verification.batches import cut_batch
 
 
 class ReferenceFailure(Exception):
-    """PyTorch itself could not run the model on these samples."""
+    """PyTorch itself could not run the model on these samples; `cause` has the traceback."""
+
+    def __init__(self, message: str, cause: BaseException):
+        super().__init__(message)
+        self.cause = cause
 
 
 def batch_arrays(arrays: dict[str, np.ndarray], names: tuple[str, ...], start: int,
@@ -31,7 +35,8 @@ def run_reference(module: Any, args: tuple[Any, ...]) -> list[np.ndarray]:
         with torch.no_grad():
             result = module(*args)
     except Exception as error:  # the user's forward failing is evidence, not a crash
-        raise ReferenceFailure(f"{type(error).__name__}: {' '.join(str(error).split())[:600]}")
+        text = " ".join(str(error).split())[:600]
+        raise ReferenceFailure(f"{type(error).__name__}: {text}", error) from error
     return flatten_outputs(result)
 
 

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from onnx_parity.engine.binding import BoundInputs
-from onnx_parity.engine.exporting import ExportOutcome
+from onnx_parity.engine.exporting import ExportOutcome, reference_finding
 from onnx_parity.engine.results import OutputComparison
 from onnx_parity.engine.torch_side import ReferenceFailure, as_tensors, batch_arrays, run_reference
 from onnx_parity.export.inspection import ModelFacts, inspect_model, is_symbolic
@@ -28,6 +29,7 @@ MAX_CUTS_PER_BATCH_SIZE = 8
 @dataclass
 class Verified:
     opset: int | None
+    repo: Path
     findings: list[Finding] = field(default_factory=list)
     comparisons: list[OutputComparison] = field(default_factory=list)
     # Outputs where NaN/Inf sits where PyTorch has another value (the nan-or-inf finding).
@@ -58,10 +60,10 @@ class FrozenEvidence:
 
 
 def verify_model(module: Any, outcome: ExportOutcome, bound: BoundInputs,
-                 golden: tuple[GoldenCase, ...], spec: ModelSpec) -> Verified:
+                 golden: tuple[GoldenCase, ...], spec: ModelSpec, repo: Path) -> Verified:
     assert outcome.model_bytes is not None
     facts = inspect_model(outcome.model_bytes)
-    verified = Verified(opset=facts.opset)
+    verified = Verified(opset=facts.opset, repo=repo)
     frozen = FrozenEvidence()
     verified.findings += structure_findings(facts, spec)
     _declared_axes(facts, spec, bound, frozen, verified.findings)
@@ -181,10 +183,7 @@ def _run_batch(module: Any, session: Session, bound: BoundInputs, spec: ModelSpe
         if other_size:
             frozen.add_run(f"PyTorch itself fails at batch {size}: {error}")
         else:
-            verified.findings.append(Finding(
-                "runtime-error", f"PyTorch fails on the samples at batch {size}: {error}. Fix: "
-                "make the samples' shape and dtype fit forward (axis 0 = samples).",
-                evidence=str(error)))
+            verified.findings.append(reference_finding(error, size, verified.repo))
         return None
     try:
         actual = run_session(session, _ort_feed(session, bound, feed))

@@ -36,7 +36,7 @@ _LOG_TAIL_BYTES = 64 * 1024
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
 STACK_DUMP_FRAMES = 12
-_DUMP_HEADER = re.compile(r"(Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):")
+DUMP_HEADER = re.compile(r"(Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):")
 _FRAME = re.compile(r'  File ".*", line \d+ in ')
 _OUR_FRAME = re.compile(r'  File "(<frozen runpy>|.*[/\\]onnx_parity[/\\]engine[/\\]zygote\.py)"')
 
@@ -429,7 +429,7 @@ def condense_stack_dumps(lines: list[str]) -> list[str]:
     kept: list[str] = []
     frames: int | None = None  # frames seen in the current dump block, None outside one
     for line in lines:
-        if _DUMP_HEADER.match(line):
+        if DUMP_HEADER.match(line):
             frames = 0
         elif frames is not None and _FRAME.match(line):
             if not _OUR_FRAME.match(line):

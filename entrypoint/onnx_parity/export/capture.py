@@ -11,6 +11,7 @@ import contextlib
 import io
 import os
 import re
+import stat
 import sys
 import tempfile
 import warnings
@@ -41,6 +42,9 @@ class Capture:
 
     warnings: list[CapturedWarning] = field(default_factory=list)
     output: str = ""
+    # True when the output went straight into the model's log file (in a worker) and was
+    # read back from there: nothing to copy into the log afterwards.
+    logged: bool = False
 
 
 @contextlib.contextmanager
@@ -50,17 +54,23 @@ def captured() -> Iterator[Capture]:
     The TorchScript exporter prints the graph at its failure point from C++ straight to
     file descriptor 1; that text names the user's file and line, so it must be kept too.
     """
-    result = Capture()
+    result = Capture(logged=_writes_to_log((1, 2)))
     buffer = io.StringIO()
+    python_streams = contextlib.nullcontext() if result.logged else _python_streams(buffer)
     with warnings.catch_warnings(record=True) as records:
         warnings.simplefilter("always")
         try:
-            with native_output((1, 2)) as native, contextlib.redirect_stdout(buffer), \
-                    contextlib.redirect_stderr(buffer):
+            with native_output((1, 2)) as native, python_streams:
                 yield result
         finally:
             result.output = strip_ansi(buffer.getvalue() + "\n".join(native)).strip()
             result.warnings.extend(_convert(record) for record in records)
+
+
+@contextlib.contextmanager
+def _python_streams(buffer: io.StringIO) -> Iterator[None]:
+    with contextlib.redirect_stdout(buffer), contextlib.redirect_stderr(buffer):
+        yield
 
 
 def _convert(record: warnings.WarningMessage) -> CapturedWarning:
@@ -85,6 +95,10 @@ def native_output(fds: tuple[int, ...]) -> Iterator[list[str]]:
 
     Yields a list that receives the captured lines (ANSI stripped) when the block ends.
     """
+    if _writes_to_log(fds):
+        with _read_back(fds[0]) as lines:
+            yield lines
+        return
     lines: list[str] = []
     sys.stdout.flush()
     sys.stderr.flush()
@@ -103,3 +117,35 @@ def native_output(fds: tuple[int, ...]) -> Iterator[list[str]]:
             sink.seek(0)
             text = strip_ansi(sink.read().decode("utf-8", "replace"))
             lines.extend(line for line in text.splitlines() if line.strip())
+
+
+def _writes_to_log(fds: tuple[int, ...]) -> bool:
+    """In a worker, fds 1 and 2 are the model's log file: leave them there.
+
+    Whatever is written during an export then survives a segfault or a kill of the worker
+    (a temporary file would vanish with it), and is read back for parsing.
+    """
+    try:
+        stats = [os.fstat(fd) for fd in fds]
+    except OSError:
+        return False
+    same = len({(st.st_dev, st.st_ino) for st in stats}) == 1
+    return same and stat.S_ISREG(stats[0].st_mode) and os.path.exists(f"/proc/self/fd/{fds[0]}")
+
+
+@contextlib.contextmanager
+def _read_back(fd: int) -> Iterator[list[str]]:
+    """Yield a list that receives what was appended to the file behind `fd` meanwhile."""
+    lines: list[str] = []
+    sys.stdout.flush()
+    sys.stderr.flush()
+    start = os.lseek(fd, 0, os.SEEK_CUR)
+    try:
+        yield lines
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        with open(f"/proc/self/fd/{fd}", "rb") as log:
+            log.seek(start)
+            text = strip_ansi(log.read().decode("utf-8", "replace"))
+        lines.extend(line for line in text.splitlines() if line.strip())

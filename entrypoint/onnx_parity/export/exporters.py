@@ -28,6 +28,7 @@ class Exported:
     warnings: tuple[CapturedWarning, ...]
     output: str
     seconds: float
+    output_logged: bool = False  # the output already sits in the model's log
 
 
 class ExportError(Exception):
@@ -45,6 +46,7 @@ class ExportError(Exception):
         self.output = output
         self.warnings = warnings
         self.seconds = seconds
+        self.output_logged = False
 
 
 def export(exporter: str, request: ExportRequest) -> Exported:
@@ -59,8 +61,11 @@ def export(exporter: str, request: ExportRequest) -> Exported:
             failure = None
     seconds = time.perf_counter() - started
     if failure is not None:
-        raise classify(exporter, failure, capture.output, tuple(capture.warnings), seconds)
-    return Exported(exporter, model_bytes, tuple(capture.warnings), capture.output, seconds)
+        error = classify(exporter, failure, capture.output, tuple(capture.warnings), seconds)
+        error.output_logged = capture.logged
+        raise error
+    return Exported(exporter, model_bytes, tuple(capture.warnings), capture.output, seconds,
+                    capture.logged)
 
 
 def _dynamo(request: ExportRequest) -> bytes:

@@ -147,11 +147,7 @@ def _load_weights(module: Any, weights: Path, repo: Path) -> None:
     try:
         state = torch.load(weights, weights_only=True, map_location="cpu")
     except Exception as error:
-        raise LoadError(
-            f'weights "{shown}" were refused: {_first_line(error)}. Loading uses '
-            f"torch.load(weights_only=True), which never runs code from a pickle. Fix: save "
-            f"a plain state_dict with `torch.save(model.state_dict(), path)`."
-        ) from None
+        raise _weights_refused(shown, error) from None
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict):
@@ -160,6 +156,23 @@ def _load_weights(module: Any, weights: Path, repo: Path) -> None:
             "Fix: save `model.state_dict()`."
         )
     _apply_state(module, state, shown)
+
+
+def _weights_refused(shown: str, error: BaseException) -> LoadError:
+    from onnx_parity.models.samples import refused_pickle
+
+    refused = refused_pickle(error)
+    if refused is not None:
+        return LoadError(
+            f'weights "{shown}" were refused because loading them would execute code: the '
+            f"pickle holds Python objects other than tensors ({refused}); torch.load("
+            "weights_only=True) never runs code from a pickle. Fix: save a plain state_dict "
+            "with `torch.save(model.state_dict(), path)`."
+        )
+    return LoadError(
+        f'weights "{shown}" cannot be read: {_first_line(error)}. Fix: save a plain state_dict '
+        "with `torch.save(model.state_dict(), path)` and commit the whole file."
+    )
 
 
 def _apply_state(module: Any, state: dict[str, Any], shown: str) -> None:

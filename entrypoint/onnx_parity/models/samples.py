@@ -211,12 +211,19 @@ def _pt(data: bytes, where: _Where) -> list[tuple[str | None, np.ndarray]]:
                       "save `torch.save(tensor, path)` or `torch.save({\"x\": tensor}, path)`")
 
 
-def _refused_or_unreadable(where: _Where, error: pickle.UnpicklingError) -> SampleError:
+def refused_pickle(error: BaseException) -> str | None:
+    """What torch.load(weights_only=True) refused to unpickle, or None if it refused nothing."""
     text = str(error)
     if "GLOBAL" not in text and "Unsupported operand" not in text:
-        return _unreadable(where, "a torch.save file", error)
+        return None
     found = _REFUSAL.search(text)
-    reason = found.group(0) if found else "a pickle feature outside tensors"
+    return found.group(0) if found else "a pickle feature outside tensors"
+
+
+def _refused_or_unreadable(where: _Where, error: pickle.UnpicklingError) -> SampleError:
+    reason = refused_pickle(error)
+    if reason is None:
+        return _unreadable(where, "a torch.save file", error)
     return where.error("was refused because loading it would execute code: it holds Python "
                        f"objects other than tensors (torch.load with weights_only says: {reason})",
                        "save plain tensors only (`torch.save({\"x\": tensor}, path)`) or use "

@@ -49,7 +49,7 @@ MODEL_KEYS = (
 ALLOW_WARNING_KEYS = ("match", "reason")
 EXPORTER_CHOICES = ("auto", *EXPORTERS)
 # The name becomes `<name>.onnx` and an artifact name: keep it to characters safe everywhere.
-MODEL_NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9._-]{0,127}")
+MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 AXIS = re.compile(r"[0-9]{1,3}")  # no tensor has 1000 dimensions
 BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
@@ -441,7 +441,7 @@ def _model_name(value: object, where: str) -> str:
     if not MODEL_NAME.fullmatch(name):
         raise ConfigError(
             f"{where}: {_show(name)} cannot be used as a file name (it becomes <name>.onnx). "
-            "Use 1-128 letters, digits, '.', '_' or '-', not starting with '.', e.g. \"small-cnn\"."
+            "Use 1-128 letters, digits, '.', '_' or '-', starting with a letter, digit or '_', e.g. \"small-cnn\"."
         )
     return name
 
