@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -28,7 +29,15 @@ def as_tensors(feed: dict[str, np.ndarray], names: tuple[str, ...]) -> tuple[Any
     return tuple(torch.from_numpy(np.array(feed[name], copy=True)) for name in names)
 
 
-def run_reference(module: Any, args: tuple[Any, ...]) -> list[np.ndarray]:
+@dataclass(frozen=True)
+class Reference:
+    """PyTorch's outputs, flat, with names from the structure forward returned (or None)."""
+
+    names: tuple[str | None, ...]
+    arrays: tuple[np.ndarray, ...]
+
+
+def run_reference(module: Any, args: tuple[Any, ...]) -> Reference:
     import torch
 
     try:
@@ -40,10 +49,22 @@ def run_reference(module: Any, args: tuple[Any, ...]) -> list[np.ndarray]:
     return flatten_outputs(result)
 
 
-def flatten_outputs(result: Any) -> list[np.ndarray]:
-    """Tensors in the order both exporters flatten them (pytree order); None leaves dropped."""
+def flatten_outputs(result: Any) -> Reference:
+    """Tensors in the order both exporters flatten them (pytree order); None leaves dropped.
+
+    A dict or tuple output names each tensor by its place (`logits`, `rest.0`), which reads
+    better in the report than the exporter's internal names (`mul`, `add_3`).
+    """
     import torch
     from torch.utils import _pytree
 
-    leaves = _pytree.tree_leaves(result)
-    return [leaf.detach().cpu().numpy() for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    pairs = [(path, leaf) for path, leaf in _pytree.tree_flatten_with_path(result)[0]
+             if isinstance(leaf, torch.Tensor)]
+    return Reference(tuple(_path_name(path) for path, _ in pairs),
+                     tuple(leaf.detach().cpu().numpy() for _, leaf in pairs))
+
+
+def _path_name(path: tuple[Any, ...]) -> str | None:
+    parts = [str(getattr(key, "key", getattr(key, "idx", getattr(key, "name", key))))
+             for key in path]
+    return ".".join(parts) or None

@@ -12,7 +12,8 @@ import numpy as np
 from onnx_parity.engine.binding import BoundInputs
 from onnx_parity.engine.exporting import ExportOutcome, reference_finding
 from onnx_parity.engine.results import OutputComparison
-from onnx_parity.engine.torch_side import ReferenceFailure, as_tensors, batch_arrays, run_reference
+from onnx_parity.engine.torch_side import (Reference, ReferenceFailure, as_tensors, batch_arrays,
+                                           run_reference)
 from onnx_parity.export.inspection import ModelFacts, inspect_model, is_symbolic
 from onnx_parity.findings import Finding
 from onnx_parity.models.samples import GoldenCase
@@ -210,23 +211,32 @@ def _ort_feed(session: Session, bound: BoundInputs,
     return {ort: feed[ours] for ort, ours in zip(session.input_names, bound.names)}
 
 
-def _compare_all(reference: list[np.ndarray], actual: list[np.ndarray], session: Session,
+def _compare_all(reference: Reference, actual: list[np.ndarray], session: Session,
                  spec: ModelSpec, size: int, verified: Verified) -> list[OutputComparison]:
-    names = spec.outputs or session.output_names
-    if len(reference) != len(actual):
+    if len(reference.arrays) != len(actual):
         verified.findings.append(Finding(
             "shape-mismatch",
-            f"at batch {size} PyTorch returned {len(reference)} tensor(s) but the ONNX model "
-            f"has {len(actual)} output(s) {list(session.output_names)}. Fix: return a flat "
+            f"at batch {size} PyTorch returned {len(reference.arrays)} tensor(s) but the ONNX "
+            f"model has {len(actual)} output(s) {list(session.output_names)}. Fix: return a flat "
             "tuple of tensors (None and non-tensor values are dropped by the exporters).",
         ))
-    for name, ref, out in zip(names, reference, actual):
+    names = output_names(spec, reference, session)
+    for name, ref, out in zip(names, reference.arrays, actual):
         if nonfinite_mismatch(ref, out):
             verified.nonfinite.add(name)
     return [
         compare_output(name, size, ref, out, spec.atol, spec.rtol)
-        for name, ref, out in zip(names, reference, actual)
+        for name, ref, out in zip(names, reference.arrays, actual)
     ]
+
+
+def output_names(spec: ModelSpec, reference: Reference, session: Session) -> tuple[str, ...]:
+    """The configured names, else the places in forward's returned structure, else ONNX's."""
+    if spec.outputs:
+        return spec.outputs
+    if all(reference.names) and len(set(reference.names)) == len(reference.names):
+        return reference.names  # type: ignore[return-value]
+    return session.output_names
 
 
 def comparison_findings(comparisons: list[OutputComparison], nonfinite: set[str],

@@ -79,7 +79,7 @@ def _import_factory(reference: str, repo: Path) -> Any:
                 f"root, e.g. models.cnn for models/cnn.py)."
             ) from None
         raise _user_code_error(f'importing "{module_name}" failed', error, repo) from None
-    except Exception as error:  # the user's module raised while importing
+    except (Exception, SystemExit) as error:  # the user's module raised while importing
         raise _user_code_error(f'importing "{module_name}" failed', error, repo) from None
     return _resolve_attribute(module, attribute, reference)
 
@@ -104,7 +104,7 @@ def _call_factory(reference: str, factory: Any, repo: Path) -> Any:
         raise LoadError(f'factory "{reference}" is not callable. Fix: point it at a class or function.')
     try:
         return factory()
-    except Exception as error:
+    except (Exception, SystemExit) as error:  # sys.exit() in a factory is a load error too
         raise _user_code_error(f'factory "{reference}" raised', error, repo) from None
 
 
