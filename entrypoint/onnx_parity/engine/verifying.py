@@ -234,6 +234,8 @@ def output_names(spec: ModelSpec, reference: Reference, session: Session) -> tup
     """The configured names, else the places in forward's returned structure, else ONNX's."""
     if spec.outputs:
         return spec.outputs
+    if reference.names == (None,):
+        return ("output",)  # forward returned one tensor
     if all(reference.names) and len(set(reference.names)) == len(reference.names):
         return reference.names  # type: ignore[return-value]
     return session.output_names
