@@ -305,7 +305,7 @@ MODEL_CASES: dict[str, ModelCase] = {
         "load-error", (('factory "models.broken:not_a_module" returned str, not a '
                        "torch.nn.Module"), "Fix: make the factory return the model instance")),
     "factory-exits": ModelCase(
-        "crash", ("SystemExit",), evidence=(f'File "{BROKEN}", line', "sys.exit(3)")),
+        "load-error", ("SystemExit", "raised"), source=(BROKEN, "sys.exit(3)")),
     "weights-mismatch": ModelCase(
         "load-error", ('weights "weights/linear.pt" do not match the model',
                        "missing keys `head.bias`, `head.weight`",
