@@ -164,7 +164,7 @@ def test_golden_mismatch_and_runtime_error_from_model_zoo_folder(check_model, mo
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "input_0.pb").write_bytes(numpy_helper.from_array(x[index:index + 1]).SerializeToString())
         (folder / "output_0.pb").write_bytes(numpy_helper.from_array(golden).SerializeToString())
-    result = check_model(model("zoo", "GlobalMutator", inputs='"zoo"'))
+    result = check_model(model("zoo", "Double", inputs='"zoo"'))
     finding = one(result, "golden-mismatch")
     assert "test_data_set_1" in finding.message and "test_data_set_0" not in finding.message
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from onnx_parity.engine.zygote import JobReturn, LineBuffer, encode, job_path, log_path, result_path
+from onnx_parity.engine.zygote import JobReturn, kill_group, LineBuffer, encode, job_path, log_path, result_path
 
 # How often timeouts and resident sets are checked; also the pool's reaction time.
 POLL_SECONDS = 0.05
@@ -219,7 +219,7 @@ class _ZygoteProcess:
                 _kill_pid(self.pid)
                 self.process.wait()
         for pid in self.live_children:
-            _kill_group(pid)
+            kill_group(pid)
         for stream in (self.process.stdin, self.process.stdout):
             if stream is not None:
                 try:
@@ -301,7 +301,7 @@ class _Run:
             if active.pid is None or active.started is None:
                 continue
             if active.kill_at is not None and now >= active.kill_at:
-                _kill_group(active.pid)
+                kill_group(active.pid)
                 active.kill_at = None
             if active.kind is None:
                 self._enforce_limits(active, now)
@@ -318,7 +318,7 @@ class _Run:
         if rss is not None and job.memory_limit_mb is not None and rss > job.memory_limit_mb:
             active.kind = "out-of-memory"
             active.detail = f"resident set {rss:.0f} MB > limit {job.memory_limit_mb} MB"
-            _kill_group(pid)
+            kill_group(pid)
 
     def _finish(self, active: _Active, status: int) -> None:
         key = active.job.key
@@ -361,7 +361,7 @@ class _Run:
         now = time.monotonic()
         for key, active in list(self.active.items()):
             if active.pid is not None:
-                _kill_group(active.pid)  # orphaned: nobody else would stop it
+                kill_group(active.pid)  # orphaned: nobody else would stop it
             seconds = now - active.started if active.started is not None else 0.0
             self.outcomes[key] = self._orphaned(key, f"{death} while this model ran", seconds)
             self.on_event(key, "crash", seconds)
@@ -452,11 +452,6 @@ def _dump_stacks(pid: int) -> None:
         pass
 
 
-def _kill_group(pid: int) -> None:
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _kill_pid(pid: int) -> None:

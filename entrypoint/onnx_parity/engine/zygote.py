@@ -273,13 +273,13 @@ class Zygote:
             key = self.children.pop(pid, None)
             if key is None:
                 continue  # not one of ours (e.g. a helper process the warm-up started)
-            _kill_group(pid)  # grandchildren the model left behind
+            kill_group(pid)  # grandchildren the model left behind
             code = os.waitstatus_to_exitcode(status)
             send(self.protocol_fd, {"event": "exited", "key": key, "pid": pid, "status": code})
 
     def _stop_children(self) -> None:
         for pid in list(self.children):
-            _kill_group(pid)
+            kill_group(pid)
         for pid in list(self.children):
             os.waitpid(pid, 0)
         self.children.clear()
@@ -301,7 +301,8 @@ def _drain(fd: int) -> None:
         pass
 
 
-def _kill_group(pid: int) -> None:
+def kill_group(pid: int) -> None:
+    """SIGKILL a worker's whole process group (by PID); gone already is fine."""
     try:
         os.killpg(pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

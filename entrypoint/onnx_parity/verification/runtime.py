@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import numpy as np
 
 from onnx_parity.export.capture import native_stderr, strip_ansi
 
+T = TypeVar("T")
 WARNING_LEVEL = 2  # onnxruntime severities: 0 verbose, 1 info, 2 warning, 3 error
 
 
@@ -33,17 +35,8 @@ def open_session(model_bytes: bytes) -> Session:
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = WARNING_LEVEL
-    with native_stderr() as native:
-        try:
-            handle = onnxruntime.InferenceSession(
-                model_bytes, options, providers=["CPUExecutionProvider"]
-            )
-        except Exception as error:
-            failure: Exception | None = error
-        else:
-            failure = None
-    if failure is not None:
-        raise _failure(failure, native)
+    handle = _native_call(lambda: onnxruntime.InferenceSession(
+        model_bytes, options, providers=["CPUExecutionProvider"]))
     return Session(
         handle,
         tuple(item.name for item in handle.get_inputs()),
@@ -52,16 +45,22 @@ def open_session(model_bytes: bytes) -> Session:
 
 
 def run_session(session: Session, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    outputs = _native_call(lambda: session.handle.run(None, feed))
+    return [np.asarray(value) for value in outputs]
+
+
+def _native_call(call: Callable[[], T]) -> T:
+    """Run an onnxruntime call with fd 2 captured; its failure carries the native lines."""
     with native_stderr() as native:
         try:
-            outputs = session.handle.run(None, feed)
-        except Exception as error:
+            result = call()
+        except Exception as error:  # onnxruntime raises plain RuntimeError/Fail subclasses
             failure: Exception | None = error
         else:
             failure = None
     if failure is not None:
         raise _failure(failure, native)
-    return [np.asarray(value) for value in outputs]
+    return result
 
 
 def _failure(error: BaseException, native: list[str]) -> RuntimeFailure:

@@ -1,9 +1,5 @@
 """Tiny real models, one per way an export goes wrong; used by tests/test_engine_*.py."""
 
-import ctypes
-import time
-
-import numpy as np
 import torch
 from torch import nn
 
@@ -102,50 +98,6 @@ class Nested(nn.Module):
         return {"double": x * 2, "rest": (x + 1, None, [x - 1])}
 
 
-class Segfault(nn.Module):
+class Double(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        print("about to crash in forward", flush=True)
-        ctypes.string_at(0)
-        return x
-
-
-class Sleeper(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        time.sleep(3600)
-        return x
-
-
-class Hog(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        hog = np.ones((1024, 1024, 256), dtype=np.float32)  # 1 GiB, touched
-        return x + float(hog[0, 0, 0])
-
-
-class PrintsEnvironment(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        import os
-
-        print(dict(os.environ), flush=True)
         return x * 2
-
-
-class GlobalMutator(nn.Module):
-    """Changes process-wide torch state; the next model must not see it."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        torch.set_default_dtype(torch.float64)
-        torch.manual_seed(999)
-        return x * 2
-
-
-def not_a_module() -> str:
-    return "a string"
-
-
-def raises() -> nn.Module:
-    raise ValueError("factory broke on purpose")
-
-
-class ForwardRaises(nn.Module):
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        raise RuntimeError("forward broke on purpose")
