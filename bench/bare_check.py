@@ -20,15 +20,15 @@ import time
 
 STARTED = time.perf_counter()
 
-import argparse  # noqa: E402
-import importlib  # noqa: E402
-import sys  # noqa: E402
-import tomllib  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import importlib
+import sys
+import tomllib
+from pathlib import Path
 
-import numpy as np  # noqa: E402
-import onnxruntime  # noqa: E402
-import torch  # noqa: E402
+import numpy as np
+import onnxruntime
+import torch
 
 IMPORTED = time.perf_counter()
 DEFAULT_ATOL = 1e-5

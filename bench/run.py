@@ -26,7 +26,7 @@ import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -87,11 +87,18 @@ class Figures:
     parity_profile: dict[str, float]
     serial_profile: dict[str, float]
     bare_profile: dict[str, float]
+    jobs1_profile: dict[str, float]
+    jobs2_profile: dict[str, float]
     notes: list[str] = field(default_factory=list)
 
     @property
     def overhead_ratio(self) -> float:
         return self.parity.median / self.bare.median
+
+    @property
+    def overhead_ratio_of_mins(self) -> float:
+        """Less sensitive to other work on the machine than the medians."""
+        return self.parity.min / self.bare.min
 
     @property
     def serial_ratio(self) -> float:
@@ -107,10 +114,12 @@ class Figures:
             "series": {name: getattr(self, name).as_json()
                        for name in ("parity", "serial", "bare", "help", "jobs1", "jobs2")},
             "overhead_ratio": self.overhead_ratio, "overhead_aim": OVERHEAD_AIM,
+            "overhead_ratio_of_mins": self.overhead_ratio_of_mins,
             "overhead_ratio_jobs1": self.serial_ratio,
             "parallel_speedup": self.speedup, "help_aim_seconds": HELP_AIM_SECONDS,
             "parity_profile": self.parity_profile, "serial_profile": self.serial_profile,
             "bare_profile": self.bare_profile,
+            "jobs1_profile": self.jobs1_profile, "jobs2_profile": self.jobs2_profile,
             "notes": self.notes,
         }
 
@@ -128,7 +137,7 @@ def parity_executable() -> Path:
 
 def run_timed(command: Sequence[str], accept: tuple[int, ...], out_dir: Path | None = None) -> Timed:
     started = time.perf_counter()
-    done = subprocess.run(list(command), cwd=ROOT, capture_output=True, text=True)
+    done = subprocess.run(list(command), check=False, cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - started
     if done.returncode not in accept:
         tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
@@ -201,7 +210,7 @@ def parity_profile(run: Timed) -> dict[str, float]:
     profile: dict[str, float] = {"wall": run.seconds}
     if started and finished:
         # The progress clock starts once the CLI has parsed its arguments and loaded settings.
-        profile["check start to first worker (zygote: imports + warm-up export)"] = min(started)
+        profile["check start to first worker (zygote imports, warm-up export)"] = min(started)
         profile["first worker started to last model finished"] = max(finished) - min(started)
         profile["rest (CLI start, report, zygote stop, exit)"] = run.seconds - max(finished)
     assert run.out_dir is not None
@@ -235,11 +244,27 @@ def median_profile(profiles: list[dict[str, float]]) -> dict[str, float]:
 
 def machine() -> dict[str, object]:
     return {
-        "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "date": datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "cores": os.cpu_count(), "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "python": platform.python_version(), "load_average_before": os.getloadavg(),
+        "engine": engine_revision(),
     }
+
+
+def engine_revision() -> str:
+    """The commit measured, and whether the package's working tree differed from it."""
+    try:
+        head = _git("rev-parse", "--short", "HEAD")
+        dirty = _git("status", "--porcelain", "--", "entrypoint")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (not a git checkout)"
+    return f"{head}{' + uncommitted changes in entrypoint/' if dirty else ''}"
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
 
 
 def measure(repo: Path, repeat: int) -> Figures:
@@ -275,6 +300,8 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
         parity_profile=median_profile([parity_profile(run) for run in parity_runs]),
         serial_profile=median_profile([parity_profile(run) for run in serial_runs]),
         bare_profile=median_profile([bare_profile(run) for run in bare_runs]),
+        jobs1_profile=median_profile([parity_profile(run) for run in jobs1_runs]),
+        jobs2_profile=median_profile([parity_profile(run) for run in jobs2_runs]),
         notes=_notes(found),
     )
 
@@ -287,8 +314,8 @@ def _notes(found: dict[str, object]) -> list[str]:
     cores = found["cores"] or 1
     busiest = max(found["load_average_before"][0], found["load_average_after"][0])  # type: ignore[index]
     if busiest > 0.5 * cores:  # type: ignore[operator]
-        return [f"the machine was busy (1-minute load up to {busiest:.2f} on {cores} cores): "
-                "figures are noisy, re-run when it is idle"]
+        return [(f"the machine was busy (1-minute load up to {busiest:.2f} on {cores} cores): "
+                "figures are noisy, re-run when it is idle")]
     return []
 
 
@@ -296,30 +323,52 @@ def _notes(found: dict[str, object]) -> list[str]:
 
 
 def render(figures: Figures) -> str:
+    lines = [*_table(figures), *_verdicts(figures), "", *_profiles(figures)]
+    return "\n".join([*lines, *(f"note: {note}" for note in figures.notes)]) + "\n"
+
+
+def _table(figures: Figures) -> list[str]:
     rows = [("measurement", "median", "min", "runs")]
     for series in (figures.parity, figures.serial, figures.bare, figures.help, figures.jobs1,
                    figures.jobs2):
         rows.append((series.label, f"{series.median:.2f} s", f"{series.min:.2f} s",
                      str(len(series.seconds))))
     width = max(len(row[0]) for row in rows)
-    lines = [f"onnx-parity benchmark, {figures.machine['date']}, {figures.machine['cores']} cores, "
-             f"{figures.machine['processor']}"]
-    lines += [f"{row[0]:<{width}}  {row[1]:>9}  {row[2]:>9}  {row[3]:>4}" for row in rows]
-    lines += [
-        f"overhead ratio (onnx-parity / bare, medians): {figures.overhead_ratio:.2f}x "
-        f"(aim <= {OVERHEAD_AIM}x){'' if figures.overhead_ratio <= OVERHEAD_AIM else '  OVER AIM'}",
+    machine = figures.machine
+    return [(f"onnx-parity benchmark, {machine['date']}, {machine['cores']} cores, "
+            f"{machine['processor']}, engine {machine['engine']}"),
+            *(f"{row[0]:<{width}}  {row[1]:>9}  {row[2]:>9}  {row[3]:>4}" for row in rows)]
+
+
+def _verdicts(figures: Figures) -> list[str]:
+    over = "" if figures.overhead_ratio <= OVERHEAD_AIM else "  OVER AIM"
+    return [
+        (f"overhead ratio (onnx-parity / bare, medians): {figures.overhead_ratio:.2f}x "
+        f"(aim <= {OVERHEAD_AIM}x){over}"),
+        f"overhead ratio of the minimums: {figures.overhead_ratio_of_mins:.2f}x",
         f"same with onnx-parity at --jobs 1 (both sequential): {figures.serial_ratio:.2f}x",
         f"parallel speed-up (jobs 1 / jobs 2, medians): {figures.speedup:.2f}x",
         f"--help: {figures.help.median:.2f} s (aim < {HELP_AIM_SECONDS} s)",
-        "", "where onnx-parity's time went (medians, seconds), default --jobs:",
+    ]
+
+
+def _profiles(figures: Figures) -> list[str]:
+    return [
+        "where onnx-parity's time went (medians, seconds), default --jobs:",
         *_profile_lines(figures.parity_profile),
         "where onnx-parity's time went (medians, seconds), --jobs 1:",
         *_profile_lines(figures.serial_profile),
         "where the bare check's time went (medians, seconds):",
         *_profile_lines(figures.bare_profile),
-        *(f"note: {note}" for note in figures.notes),
+        "all 5 models (medians, seconds): --jobs 1, then --jobs 2:",
+        *_profile_lines(phases(figures.jobs1_profile)),
+        *_profile_lines(phases(figures.jobs2_profile)),
     ]
-    return "\n".join(lines) + "\n"
+
+
+def phases(profile: dict[str, float]) -> dict[str, float]:
+    """The run's phases without the per-model steps (whose keys read 'model: step')."""
+    return {key: value for key, value in profile.items() if ": " not in key}
 
 
 def _profile_lines(profile: dict[str, float]) -> list[str]:
