@@ -14,9 +14,16 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from onnx_parity import __version__
+
+if TYPE_CHECKING:  # the real imports stay inside the functions: --help must not load them
+    from onnx_parity.engine.results import RunResult
+    from onnx_parity.publishing.files import WrittenReport
+    from onnx_parity.publishing.github.action import CheckOutcome, CheckRequest
+    from onnx_parity.publishing.github.http import GitHubClient
+    from onnx_parity.settings.schema import ModelSpec
 
 EXIT_PASSED, EXIT_FAILED, EXIT_INVALID, EXIT_INTERNAL = 0, 1, 2, 3
 
@@ -55,8 +62,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 @dataclass(frozen=True)
 class CheckRun:
-    run: object  # RunResult
-    written: object  # WrittenReport
+    run: RunResult
+    written: WrittenReport
     config_path: str
 
 
@@ -88,7 +95,8 @@ def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[s
     return CheckRun(run, written, run.config_path)
 
 
-def _selected(specs: tuple, names: Sequence[str], config: str) -> tuple:
+def _selected(specs: tuple[ModelSpec, ...], names: Sequence[str],
+              config: str) -> tuple[ModelSpec, ...]:
     if not names:
         return specs
     known = [spec.name for spec in specs]
@@ -104,18 +112,18 @@ def footer(versions: dict[str, str]) -> str:
     return " · ".join(f"{name} {versions.get(name, '?')}" for name in shown)
 
 
-def check_for_action(request: object) -> object:
+def check_for_action(request: CheckRequest) -> CheckOutcome:
     """The engine as the GitHub Action calls it (see publishing/github/action.py)."""
     from onnx_parity.publishing.github.action import CheckOutcome
 
-    done = perform_check(request.repo, request.config, request.out_dir, (),  # type: ignore[attr-defined]
+    done = perform_check(request.repo, request.config, request.out_dir, (),
                          os.cpu_count() or 1, sys.stdout)
     return CheckOutcome(run=done.run, config_path=done.config_path,
-                        report_json=done.written.report_json,  # type: ignore[attr-defined]
-                        report_markdown=done.written.report_markdown)  # type: ignore[attr-defined]
+                        report_json=done.written.report_json,
+                        report_markdown=done.written.report_markdown)
 
 
-def _client_factory(api_url: str, token: str) -> object:
+def _client_factory(api_url: str, token: str) -> GitHubClient:
     from onnx_parity.publishing.github.http import GitHubClient
 
     return GitHubClient(api_url, token)
@@ -124,7 +132,7 @@ def _client_factory(api_url: str, token: str) -> object:
 def _command(args: argparse.Namespace) -> int:
     if args.command == "check":
         done = perform_check(args.repo, args.config, args.out, args.model, args.jobs, sys.stdout)
-        return EXIT_PASSED if done.run.passed else EXIT_FAILED  # type: ignore[attr-defined]
+        return EXIT_PASSED if done.run.passed else EXIT_FAILED
     if args.command == "action":
         from onnx_parity.publishing.github.action import run_action
 
