@@ -38,7 +38,7 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -
     try:
         batch, frozen = choose_export_batch(module, bound, spec)
     except ReferenceFailure as error:
-        size = 1 if declares_dynamic_batch(spec, bound) else min(spec.batch_sizes)
+        size = first_batch(spec, bound)
         return ExportOutcome(None, None, size, None, (), (reference_finding(error, size, repo),))
     findings: list[Finding] = []
     request = _request(module, bound, spec, start=0, batch=batch)
@@ -59,16 +59,21 @@ def declares_dynamic_batch(spec: ModelSpec, bound: BoundInputs) -> bool:
     return any(0 in spec.dynamic_axes.get(name, {}) for name in bound.names)
 
 
+def first_batch(spec: ModelSpec, bound: BoundInputs) -> int:
+    """The batch PyTorch must run before anything is exported."""
+    return 1 if declares_dynamic_batch(spec, bound) else min(spec.batch_sizes)
+
+
 def choose_export_batch(module: Any, bound: BoundInputs, spec: ModelSpec) -> tuple[int, str | None]:
     """The batch to export from, and PyTorch's own error when a dynamic batch cannot run.
 
     Raises ReferenceFailure when PyTorch cannot run the model on the samples at all: that is
     a problem with the model or the samples, not a frozen batch.
     """
-    smallest = min(spec.batch_sizes)
-    _reference(module, bound, 1 if declares_dynamic_batch(spec, bound) else smallest)
+    first = first_batch(spec, bound)
+    _reference(module, bound, first)
     if not declares_dynamic_batch(spec, bound):
-        return smallest, None
+        return first, None
     try:
         _reference(module, bound, DYNAMIC_EXPORT_BATCH)
     except ReferenceFailure as error:

@@ -189,19 +189,13 @@ def _run_batch(module: Any, session: Session, bound: BoundInputs, spec: ModelSpe
     try:
         actual = run_session(session, _ort_feed(session, bound, feed))
     except RuntimeFailure as error:
-        if other_size and declares_any_dynamic(spec, bound):
+        if other_size:
             frozen.add_run(f"onnxruntime fails at batch {size} (exported from batch "
-                       f"{export_batch}): {error.message}{_native(error)}")
-        elif other_size:
-            frozen.add_run(f"onnxruntime fails at batch {size}: {error.message}")
+                           f"{export_batch}): {error.message}{_native(error)}")
         else:
             verified.findings.append(_runtime_finding(f"onnxruntime fails at batch {size}", error))
         return None
     return _compare_all(reference, actual, session, spec, size, verified)
-
-
-def declares_any_dynamic(spec: ModelSpec, bound: BoundInputs) -> bool:
-    return any(0 in spec.dynamic_axes.get(name, {}) for name in bound.names)
 
 
 def _ort_feed(session: Session, bound: BoundInputs,
