@@ -8,16 +8,24 @@ configuration comes from a pull request and may be anything.
 from __future__ import annotations
 
 import dataclasses
-import difflib
-import json
-import math
 import re
 import tomllib
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity.settings.paths import bundle_path, sample_path, shown, weights_path
+from onnx_parity.settings.values import (
+    OVERRIDES,
+    did_you_mean,
+    dotted,
+    kind,
+    no_duplicates,
+    non_empty,
+    quoted,
+    show_value,
+    string,
+    wrong_type,
+)
 from onnx_parity.settings.schema import (
     DEFAULT_ATOL,
     DEFAULT_BATCH_SIZES,
@@ -26,8 +34,6 @@ from onnx_parity.settings.schema import (
     DEFAULT_RTOL,
     DEFAULT_TIMEOUT_SECONDS,
     EXPORTERS,
-    MAX_OPSET,
-    MIN_OPSET,
     AllowWarning,
     ConfigError,
     ModelSpec,
@@ -47,11 +53,9 @@ MODEL_KEYS = (
     *OVERRIDE_KEYS,
 )
 ALLOW_WARNING_KEYS = ("match", "reason")
-EXPORTER_CHOICES = ("auto", *EXPORTERS)
 # The name becomes `<name>.onnx` and an artifact name: keep it to characters safe everywhere.
 MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 AXIS = re.compile(r"[0-9]{1,3}")  # no tensor has 1000 dimensions
-BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 EXAMPLE = """\
 [[model]]
@@ -208,7 +212,7 @@ def _pyproject_table(document: dict, label: str) -> dict | None:
     table = tool[PYPROJECT_TABLE]
     if not isinstance(table, dict):
         raise ConfigError(
-            f"{label}: tool.{PYPROJECT_TABLE} is {_kind(table)}, not a table. Write it as a "
+            f"{label}: tool.{PYPROJECT_TABLE} is {kind(table)}, not a table. Write it as a "
             f"[tool.{PYPROJECT_TABLE}] section with [[tool.{PYPROJECT_TABLE}.model]] entries."
         )
     return table
@@ -234,24 +238,10 @@ def _unknown_key(
             f"{place.at(key)}: this key belongs inside a [[model]] entry. Move it under the "
             "[[model]] it describes."
         )
-    guess = _did_you_mean(key, valid)
+    guess = did_you_mean(key, valid)
     return ConfigError(
         f"{place.at(key)}: unknown key{guess} Valid keys here: {', '.join(valid)}."
     )
-
-
-def _did_you_mean(word: str, choices: tuple[str, ...]) -> str:
-    """'; did you mean "x"?' for the nearest choice, or '.' when none is close."""
-    close = _nearest(word, choices)
-    return f'; did you mean "{close}"?' if close else "."
-
-
-def _nearest(word: str, choices: tuple[str, ...]) -> str | None:
-    hyphenated = word.replace("_", "-").lower()
-    if hyphenated in choices:
-        return hyphenated
-    matches = difflib.get_close_matches(word, choices, n=1, cutoff=0.6)
-    return matches[0] if matches else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,91 +251,10 @@ def _nearest(word: str, choices: tuple[str, ...]) -> str | None:
 def _apply_overrides(table: dict, place: _Place, base: _Common) -> _Common:
     changes = {
         field: check(table[key], place.at(key))
-        for key, (field, check) in _OVERRIDES.items()
+        for key, (field, check) in OVERRIDES.items()
         if key in table
     }
     return dataclasses.replace(base, **changes)
-
-
-def _opset(value: object, where: str) -> int:
-    opset = _integer(value, where, "an integer opset, e.g. opset = 18")
-    if not MIN_OPSET <= opset <= MAX_OPSET:
-        raise ConfigError(
-            f"{where}: opset {opset} is outside the supported range. Use an opset from "
-            f"{MIN_OPSET} to {MAX_OPSET} (the default is {DEFAULT_OPSET})."
-        )
-    return opset
-
-
-def _exporters(value: object, where: str) -> tuple[str, ...]:
-    if isinstance(value, str):
-        return EXPORTERS if _exporter_name(value, where, EXPORTER_CHOICES) == "auto" else (value,)
-    if not isinstance(value, list) or not value:
-        raise _wrong_type(
-            where, value, 'exporter = "auto", "dynamo", "torchscript", or a non-empty list '
-            'of the two in the order to try, e.g. ["torchscript", "dynamo"]'
-        )
-    names = tuple(_exporter_name(item, where, EXPORTERS) for item in value)
-    _no_duplicates(names, where, "list each exporter once")
-    return names
-
-
-def _exporter_name(value: object, where: str, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str):
-        raise _wrong_type(where, value, f"one of {_quoted(choices)}")
-    if value not in choices:
-        guess = _did_you_mean(value, choices)
-        raise ConfigError(
-            f'{where}: unknown exporter "{shown(value)}"{guess} Use one of {_quoted(choices)}.'
-        )
-    return value
-
-
-def _tolerance(value: object, where: str) -> float:
-    number = _finite_number(value, where, "a number, e.g. atol = 1e-5")
-    if number < 0:
-        raise ConfigError(f"{where}: {number} is negative. Use a tolerance >= 0, e.g. 1e-5.")
-    return float(number)
-
-
-def _batch_sizes(value: object, where: str) -> tuple[int, ...]:
-    fix = "a non-empty list of positive integers, e.g. batch-sizes = [1, 4]"
-    if not isinstance(value, list) or not value:
-        raise _wrong_type(where, value, fix)
-    sizes = tuple(_integer(item, where, fix) for item in value)
-    if any(size <= 0 for size in sizes):
-        raise ConfigError(f"{where}: {_show(value)} contains a size below 1. Use {fix}.")
-    _no_duplicates(sizes, where, "list each batch size once")
-    return sizes
-
-
-def _timeout(value: object, where: str) -> float:
-    seconds = _finite_number(value, where, "a number of seconds, e.g. timeout-seconds = 600")
-    if seconds <= 0:
-        raise ConfigError(
-            f"{where}: {seconds} is not a positive number of seconds. Use a value > 0, "
-            f"e.g. {DEFAULT_TIMEOUT_SECONDS:g}."
-        )
-    return float(seconds)
-
-
-def _memory_limit(value: object, where: str) -> int:
-    fix = "a positive whole number of megabytes, e.g. memory-limit-mb = 4096 (omit it for no limit)"
-    megabytes = _integer(value, where, fix)
-    if megabytes <= 0:
-        raise ConfigError(f"{where}: {megabytes} is not positive. Use {fix}.")
-    return megabytes
-
-
-_OVERRIDES: dict[str, tuple[str, Callable[[object, str], object]]] = {
-    "opset": ("opset", _opset),
-    "exporter": ("exporters", _exporters),
-    "atol": ("atol", _tolerance),
-    "rtol": ("rtol", _tolerance),
-    "batch-sizes": ("batch_sizes", _batch_sizes),
-    "timeout-seconds": ("timeout_seconds", _timeout),
-    "memory-limit-mb": ("memory_limit_mb", _memory_limit),
-}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -385,7 +294,7 @@ def _model_entries(table: dict, place: _Place) -> list:
     if not isinstance(entries, list) or not entries:
         raise ConfigError(
             f'{place.at("model")}: expected a non-empty list of [[model]] entries, got '
-            f"{_show(entries)}. Declare each model in its own [[model]] section."
+            f"{show_value(entries)}. Declare each model in its own [[model]] section."
         )
     return entries
 
@@ -394,7 +303,7 @@ def _model(entry: object, index: int, file: _Place, common: _Common, root: Path)
     place = file.within(_model_label(entry, index))
     if not isinstance(entry, dict):
         raise ConfigError(
-            f"{place.here()}: expected a table, got {_show(entry)}. Declare each model in "
+            f"{place.here()}: expected a table, got {show_value(entry)}. Declare each model in "
             "its own [[model]] section with name, factory and inputs."
         )
     _check_keys(entry, MODEL_KEYS, place)
@@ -437,17 +346,17 @@ def _require(entry: dict, keys: tuple[str, ...], place: _Place) -> None:
 
 
 def _model_name(value: object, where: str) -> str:
-    name = _string(value, where, 'a model name, e.g. name = "small-cnn"')
+    name = string(value, where, 'a model name, e.g. name = "small-cnn"')
     if not MODEL_NAME.fullmatch(name):
         raise ConfigError(
-            f"{where}: {_show(name)} cannot be used as a file name (it becomes <name>.onnx). "
+            f"{where}: {show_value(name)} cannot be used as a file name (it becomes <name>.onnx). "
             "Use 1-128 letters, digits, '.', '_' or '-', starting with a letter, digit or '_', e.g. \"small-cnn\"."
         )
     return name
 
 
 def _factory(value: object, where: str) -> str:
-    spec = _string(value, where, 'a "module:callable" string, e.g. "models.cnn:SmallCNN"')
+    spec = string(value, where, 'a "module:callable" string, e.g. "models.cnn:SmallCNN"')
     module, colon, attribute = spec.partition(":")
     if not (colon and _dotted_identifier(module) and _dotted_identifier(attribute)):
         raise ConfigError(
@@ -465,7 +374,7 @@ def _dotted_identifier(text: str) -> bool:
 def _weights(value: object, where: str, root: Path) -> Path | None:
     if value is None:
         return None
-    raw = _string(value, where, 'a path to a state_dict file, e.g. weights = "weights/model.pt"')
+    raw = string(value, where, 'a path to a state_dict file, e.g. weights = "weights/model.pt"')
     return weights_path(root, raw, where)
 
 
@@ -474,27 +383,27 @@ def _inputs(value: object, place: _Place, root: Path) -> dict[str, Path] | Path:
     if isinstance(value, str):
         return bundle_path(root, value, where)
     if not isinstance(value, dict) or not value:
-        raise _wrong_type(
+        raise wrong_type(
             where, value, 'a table of input name -> sample file, e.g. inputs = { input = '
             '"samples/input.npy" }, or one .npz/.pt bundle file or Model Zoo folder'
         )
     return {
-        _name(name, where, "an input name"): _sample(raw, place.at(_dotted("inputs", name)), root)
+        non_empty(name, where, "an input name"): _sample(raw, place.at(dotted("inputs", name)), root)
         for name, raw in value.items()
     }
 
 
 def _sample(value: object, where: str, root: Path) -> Path:
-    raw = _string(value, where, 'a path to a sample file, e.g. "samples/input.npy"')
+    raw = string(value, where, 'a path to a sample file, e.g. "samples/input.npy"')
     return sample_path(root, raw, where)
 
 
 def _outputs(value: object, where: str) -> tuple[str, ...]:
     fix = 'a non-empty list of output names, e.g. outputs = ["logits"] (or omit the key)'
     if not isinstance(value, list) or not value:
-        raise _wrong_type(where, value, fix)
-    names = tuple(_name(item, where, "an output name") for item in value)
-    _no_duplicates(names, where, "list each output name once")
+        raise wrong_type(where, value, fix)
+    names = tuple(non_empty(item, where, "an output name") for item in value)
+    no_duplicates(names, where, "list each output name once")
     return names
 
 
@@ -506,44 +415,44 @@ def _dynamic_axes(
 ) -> dict[str, dict[int, str]]:
     where = place.at("dynamic-axes")
     if not isinstance(value, dict):
-        raise _wrong_type(where, value, 'a table, e.g. dynamic-axes = { input = { 0 = "batch" } }')
+        raise wrong_type(where, value, 'a table, e.g. dynamic-axes = { input = { 0 = "batch" } }')
     # Names can only be checked when both sides are declared: an unknown name could
     # otherwise be an output (or an input inside a bundle) we have not seen.
     known = (*inputs, *outputs) if isinstance(inputs, dict) and outputs is not None else None
     return {
-        _axis_owner(name, where, known): _axes(axes, place.at(_dotted("dynamic-axes", name)))
+        _axis_owner(name, where, known): _axes(axes, place.at(dotted("dynamic-axes", name)))
         for name, axes in value.items()
     }
 
 
 def _axis_owner(name: str, where: str, known: tuple[str, ...] | None) -> str:
-    _name(name, where, "an input or output name")
+    non_empty(name, where, "an input or output name")
     if known is None or name in known:
         return name
-    guess = _did_you_mean(name, known)
+    guess = did_you_mean(name, known)
     raise ConfigError(
         f'{where}: "{shown(name)}" is neither an input nor an output of this model{guess} '
-        f"Name one of {_quoted(known)}."
+        f"Name one of {quoted(known)}."
     )
 
 
 def _axes(value: object, where: str) -> dict[int, str]:
     fix = 'a table of axis index -> dimension name, e.g. { 0 = "batch" }'
     if not isinstance(value, dict) or not value:
-        raise _wrong_type(where, value, fix)
+        raise wrong_type(where, value, fix)
     axes: dict[int, str] = {}
     for axis, label in value.items():
         if not AXIS.fullmatch(axis):
             raise ConfigError(
                 f'{where}: axis "{shown(axis)}" is not an axis index (0, 1, 2, ...). Use {fix}.'
             )
-        axes[int(axis)] = _name(label, where, "a dimension name")
+        axes[int(axis)] = non_empty(label, where, "a dimension name")
     return axes
 
 
 def _allow_warnings(value: object, place: _Place) -> tuple[AllowWarning, ...]:
     if not isinstance(value, list):
-        raise _wrong_type(
+        raise wrong_type(
             place.at("allow-warnings"), value,
             "[[model.allow-warnings]] sections, each with match and reason",
         )
@@ -554,7 +463,7 @@ def _allow_warnings(value: object, place: _Place) -> tuple[AllowWarning, ...]:
 def _allow_warning(value: object, place: _Place) -> AllowWarning:
     if not isinstance(value, dict):
         raise ConfigError(
-            f"{place.here()}: expected a table, got {_show(value)}. Write a "
+            f"{place.here()}: expected a table, got {show_value(value)}. Write a "
             "[[model.allow-warnings]] section with match and reason."
         )
     _check_keys(value, ALLOW_WARNING_KEYS, place)
@@ -567,74 +476,5 @@ def _allow_warning(value: object, place: _Place) -> AllowWarning:
     for key, fix in fixes.items():
         if key not in value:
             raise ConfigError(f"{place.at(key)}: missing. Add {fix}.")
-        texts[key] = _name(value[key], place.at(key), f"non-empty text: {fix}")
+        texts[key] = non_empty(value[key], place.at(key), f"non-empty text: {fix}")
     return AllowWarning(match=texts["match"], reason=texts["reason"])
-
-
-# ---------------------------------------------------------------------------------------------
-# Scalar checks shared by the sections above
-
-
-def _integer(value: object, where: str, fix: str) -> int:
-    # bool is a subclass of int in Python: `opset = true` must not read as 1.
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _wrong_type(where, value, fix)
-    return value
-
-
-def _finite_number(value: object, where: str, fix: str) -> float | int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise _wrong_type(where, value, fix)
-    if not math.isfinite(value):
-        raise ConfigError(f"{where}: {value} is not a finite number. Use {fix}.")
-    return value
-
-
-def _string(value: object, where: str, fix: str) -> str:
-    if not isinstance(value, str):
-        raise _wrong_type(where, value, fix)
-    return value
-
-
-def _name(value: object, where: str, what: str) -> str:
-    """A non-empty string (names, patterns, reasons)."""
-    text = _string(value, where, what)
-    if not text.strip():
-        raise ConfigError(f"{where}: an empty string is not {what}. Write {what}.")
-    return text
-
-
-def _no_duplicates(items: tuple, where: str, fix: str) -> None:
-    repeated = sorted({shown(str(item)) for item in items if items.count(item) > 1})
-    if repeated:
-        raise ConfigError(f"{where}: {', '.join(repeated)} appears more than once; {fix}.")
-
-
-def _wrong_type(where: str, value: object, fix: str) -> ConfigError:
-    return ConfigError(f"{where}: expected {fix}; got {_kind(value)} {_show(value)}.")
-
-
-def _kind(value: object) -> str:
-    kinds = ((bool, "a boolean"), (int, "an integer"), (float, "a float"), (str, "a string"),
-             (list, "an array"), (dict, "a table"))
-    return next((name for kind, name in kinds if isinstance(value, kind)), "a date/time")
-
-
-def _show(value: object) -> str:
-    """A value roughly as written in TOML, cut short."""
-    if isinstance(value, bool):
-        text = str(value).lower()
-    elif isinstance(value, (str, list, dict, int, float)):
-        text = json.dumps(value, default=str, ensure_ascii=False)
-    else:
-        text = str(value)
-    return text if len(text) <= 60 else text[:57] + "..."
-
-
-def _quoted(choices: tuple[str, ...]) -> str:
-    return ", ".join(f'"{shown(choice)}"' for choice in choices)
-
-
-def _dotted(parent: str, key: str) -> str:
-    quoted = key if BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
-    return f"{parent}.{quoted}"
