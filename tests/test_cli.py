@@ -72,6 +72,19 @@ def test_exit_2_for_a_configuration_mistake_without_starting_a_worker(tmp_path: 
         "memory-limit-mb.")
 
 
+def test_an_output_folder_that_cannot_be_written_stops_before_any_model_runs(
+        tmp_path: Path) -> None:
+    repo = copy_repo(tmp_path / "repo")
+    write_good_samples(repo)
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder")
+    done = run_cli("check", "--config", "configs/passing.toml", cwd=repo, out=blocked)
+    assert done.code == 2 and "Traceback" not in done.stderr
+    assert "cannot write into the output folder" in done.stderr
+    assert "Fix: pass a writable folder with --out" in done.stderr
+    assert done.stdout == ""  # no model started: nothing measured was thrown away
+
+
 def test_exit_2_for_a_bad_command_line(tmp_path: Path) -> None:
     done = run_cli("check", "--jobs", "many", cwd=tmp_path)
     assert done.code == 2

@@ -72,7 +72,7 @@ def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[s
     """Settings -> engine -> report -> files; raises ConfigError/UsageError for bad input."""
     from onnx_parity.engine.run import run_models
     from onnx_parity.publishing.console import Progress, verdict_table
-    from onnx_parity.publishing.files import write_outputs
+    from onnx_parity.publishing.files import prepare_output, write_outputs
     from onnx_parity.report.markdown import render_markdown
     from onnx_parity.settings.loading import load_settings
 
@@ -82,6 +82,7 @@ def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[s
         raise UsageError(f"--jobs {jobs}: must be at least 1.")
     settings = load_settings(repo.resolve(), config)
     specs = _selected(settings.models, models, settings.relative(settings.config_path))
+    prepare_output(out)
     workdir = Path(tempfile.mkdtemp(prefix="onnx-parity-"))
     try:
         run = run_models(settings, specs, workdir, jobs, dict(environ or os.environ),

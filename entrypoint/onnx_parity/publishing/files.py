@@ -23,6 +23,19 @@ class WrittenReport:
     report_markdown: Path
 
 
+def prepare_output(out: Path) -> None:
+    """Before any model runs: an output folder that cannot be written would lose the run."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / ".onnx-parity-write-test"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as error:
+        raise OutputError(f"cannot write into the output folder {out}: "
+                          f"{error.strerror or error}. Fix: pass a writable folder with --out "
+                          "(nothing was run).") from None
+
+
 def write_outputs(run: RunResult, markdown: str, out: Path) -> WrittenReport:
     try:
         out.mkdir(parents=True, exist_ok=True)
