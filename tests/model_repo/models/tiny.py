@@ -101,3 +101,18 @@ class Nested(nn.Module):
 class Double(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return x * 2
+
+
+class TinyEncoder(nn.Module):
+    """Attention and LayerNorm with a dynamic batch and sequence: the size-1 trap's territory."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(50, 16)
+        layer = nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, dropout=0.0,
+                                           batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, 1, enable_nested_tensor=False)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        return self.head(self.encoder(self.embed(ids)).mean(1))
