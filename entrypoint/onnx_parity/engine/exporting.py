@@ -153,7 +153,7 @@ def _failure_findings(failures: list[ExportError], exported: Exported | None, re
         finding = failure_finding(failure, repo, spec.allow_warnings, fallback_used=handled)
         if finding.code != "export-error" or not handled:
             findings.append(finding)
-        findings.extend(failure_warnings(failure, repo, spec))
+        findings.extend(warning_findings(failure.warnings, repo, spec.allow_warnings))
     if exported is not None and failures:
         reasons = "; ".join(f"{f.exporter} failed ({f.kind}: {f.message})" for f in failures)
         findings.append(Finding(
@@ -161,10 +161,6 @@ def _failure_findings(failures: list[ExportError], exported: Exported | None, re
             details={"attempts": [f.exporter for f in failures] + [exported.exporter]},
         ))
     return findings
-
-
-def failure_warnings(failure: ExportError, repo: Path, spec: ModelSpec) -> list[Finding]:
-    return warning_findings(failure.warnings, repo, spec.allow_warnings)
 
 
 def _second_trace(module: Any, bound: BoundInputs, spec: ModelSpec, exported: Exported,

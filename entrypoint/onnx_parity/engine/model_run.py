@@ -20,7 +20,7 @@ from onnx_parity.engine.exporting import ExportOutcome, export_model
 from onnx_parity.engine.verifying import verify_model
 from onnx_parity.engine.results import ExportAttempt, ModelResult, OutputComparison, StepTiming
 from onnx_parity.findings import Finding, Severity
-from onnx_parity.models.factory import LoadError, build_model, seed_everything
+from onnx_parity.models.factory import LoadError, build_model
 from onnx_parity.models.samples import SampleError, SampleSet, load_samples
 from onnx_parity.settings.schema import ModelSpec
 
@@ -152,6 +152,5 @@ def _tolerant_console() -> None:
 
 def run_in_process(spec: ModelSpec, repo: Path, workdir: Path,
                    progress: Progress = lambda step: None) -> ModelResult:
-    """For tests and --jobs 0 debugging: the same job without a worker process."""
-    seed_everything()
+    """For tests: the same job without a worker process (build_model seeds as usual)."""
     return run_model((spec, repo), workdir, progress)

@@ -7,7 +7,7 @@ random values in the body; only the footer (versions) is allowed to differ betwe
 from __future__ import annotations
 
 from onnx_parity.engine.results import ModelResult, OutputComparison, RunResult
-from onnx_parity.findings import CATALOGUE, Finding, Severity
+from onnx_parity.findings import Finding, Severity
 
 FULL, FINDINGS, TABLE = 2, 1, 0
 STATUS = {True: "✅", False: "❌"}
@@ -133,7 +133,3 @@ def _inline(text: str) -> str:
 
 def _html(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-def fix_for(code: str) -> str:
-    return CATALOGUE[code].fix
