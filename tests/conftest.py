@@ -36,7 +36,7 @@ def model_repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def check_model(model_repo: Path, tmp_path: Path) -> Callable[..., object]:
     """Write a one-model configuration and run that model in this process."""
-    from onnx_parity.engine.model_run import run_in_process
+    from onnx_parity.pipeline.one_model import run_in_process
     from onnx_parity.settings.loading import load_settings
 
     def run(config: str) -> object:

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from onnx_parity.verification.batches import BatchCut, batch_plan, cut_batch
+from onnx_parity.models.batches import BatchCut, batch_plan, cut_batch
 from onnx_parity.verification.compare import compare_output, nonfinite_mismatch
 
 ATOL, RTOL = 1e-5, 1e-4

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from onnx_parity.engine.results import RunResult
-from onnx_parity.report.json_report import ReportFormatError, run_from_json, run_to_json
+from onnx_parity.results import RunResult
+from onnx_parity.report.serialization import ReportFormatError, run_from_json, run_to_json
 from onnx_parity.report.markdown import render_markdown
 
 EXPECTED = Path(__file__).parent / "expected"

@@ -17,7 +17,8 @@ from pathlib import Path
 import pytest
 
 import worker_jobs
-from onnx_parity.engine.workers import Job, JobOutcome, WorkerPool, WorkerPoolError
+from onnx_parity.pipeline.torch_pool import Job, JobOutcome, WorkerPoolError
+from onnx_parity.pipeline.torch_pool import TorchWorkerPool as WorkerPool
 
 TESTS = Path(__file__).resolve().parent
 
@@ -215,7 +216,7 @@ def _gone_or_zombie(pid: int) -> bool:
 
 
 def test_the_pool_side_does_not_import_torch() -> None:
-    code = "import sys, onnx_parity.engine.workers; print('torch' in sys.modules)"
+    code = "import sys, onnx_parity.pipeline.torch_pool; print('torch' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 

@@ -18,18 +18,20 @@ from typing import TYPE_CHECKING, TextIO
 
 from onnx_parity import __version__
 
+from onnx_parity.errors import ExitCode, UserError, exit_code_for
+
 if TYPE_CHECKING:  # the real imports stay inside the functions: --help must not load them
-    from onnx_parity.engine.results import RunResult
     from onnx_parity.publishing.files import WrittenReport
     from onnx_parity.publishing.github.action import CheckOutcome, CheckRequest
     from onnx_parity.publishing.github.http import GitHubClient
+    from onnx_parity.results import RunResult
     from onnx_parity.settings.schema import ModelSpec
 
-EXIT_PASSED, EXIT_FAILED, EXIT_INVALID, EXIT_INTERNAL = 0, 1, 2, 3
 
-
-class UsageError(Exception):
+class UsageError(UserError):
     """The command line asks for something that cannot be done."""
+
+    title = "command line"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -70,7 +72,7 @@ class CheckRun:
 def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[str], jobs: int,
                   stream: TextIO, environ: dict[str, str] | None = None) -> CheckRun:
     """Settings -> engine -> report -> files; raises ConfigError/UsageError for bad input."""
-    from onnx_parity.engine.run import run_models
+    from onnx_parity.pipeline.all_models import run_models
     from onnx_parity.publishing.console import Progress, verdict_table
     from onnx_parity.publishing.files import prepare_output, write_outputs
     from onnx_parity.report.markdown import render_markdown
@@ -133,7 +135,7 @@ def _client_factory(api_url: str, token: str) -> GitHubClient:
 def _command(args: argparse.Namespace) -> int:
     if args.command == "check":
         done = perform_check(args.repo, args.config, args.out, args.model, args.jobs, sys.stdout)
-        return EXIT_PASSED if done.run.passed else EXIT_FAILED
+        return ExitCode.PASSED if done.run.passed else ExitCode.FAILED
     if args.command == "action":
         from onnx_parity.publishing.github.action import run_action
 
@@ -153,16 +155,12 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _report_error(error: Exception, debug: bool) -> int:
-    from onnx_parity.settings.schema import ConfigError
-
-    if isinstance(error, (ConfigError, UsageError)):
+    code = exit_code_for(error)
+    if code == ExitCode.INVALID:
         print(f"onnx-parity: {error}", file=sys.stderr)
-        return EXIT_INVALID
-    if type(error).__name__ in ("OutputError", "ReportFormatError"):
-        print(f"onnx-parity: {error}", file=sys.stderr)
-        return EXIT_INVALID
+        return code
     if debug:
         traceback.print_exc()
     print(f"onnx-parity: internal error: {type(error).__name__}: {error}. Re-run with --debug "
           "for the traceback and please report it.", file=sys.stderr)
-    return EXIT_INTERNAL
+    return code

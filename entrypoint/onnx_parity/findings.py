@@ -7,8 +7,9 @@ comment and the annotations always say the same thing.
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from enum import Enum
+from typing import cast
 
 
 class Severity(str, Enum):
@@ -149,7 +150,8 @@ class Finding:
     fix: str | None = None
     evidence: str | None = None
     allowed_by: str | None = None
-    severity: Severity | None = None
+    # Left out: the catalogue's severity for the code (filled in by __post_init__).
+    severity: Severity = cast(Severity, None)
     details: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -168,22 +170,3 @@ class Finding:
     @property
     def suggested_fix(self) -> str:
         return self.fix or CATALOGUE[self.code].fix
-
-    def to_json(self) -> dict[str, object]:
-        data = asdict(self)
-        data["severity"] = Severity(self.severity).value
-        data["fix"] = self.suggested_fix
-        return {key: value for key, value in data.items() if value not in (None, {})}
-
-    @classmethod
-    def from_json(cls, data: dict[str, object]) -> "Finding":
-        names = {"code", "message", "file", "line", "fix", "evidence", "allowed_by", "severity",
-                 "details"}
-        kwargs = {key: value for key, value in data.items() if key in names}
-        return cls(**kwargs)  # type: ignore[arg-type]
-
-
-def worst(findings: list[Finding]) -> Severity | None:
-    order = [Severity.ERROR, Severity.WARNING, Severity.NOTE]
-    present = {finding.severity for finding in findings}
-    return next((severity for severity in order if severity in present), None)

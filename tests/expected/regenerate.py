@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from onnx_parity.report.json_report import run_from_json
+from onnx_parity.report.serialization import run_from_json
 from onnx_parity.report.markdown import render_markdown
 
 HERE = Path(__file__).parent

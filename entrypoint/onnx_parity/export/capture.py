@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import io
 import os
-import re
 import stat
 import sys
 import tempfile
@@ -18,12 +17,7 @@ import warnings
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-
-
-def strip_ansi(text: str) -> str:
-    return ANSI.sub("", text)
-
+from onnx_parity.ansi import strip_ansi
 
 @dataclass(frozen=True)
 class CapturedWarning:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from onnx_parity.export.capture import strip_ansi
+from onnx_parity.ansi import strip_ansi
 
 Dims = tuple[int | str | None, ...]
 

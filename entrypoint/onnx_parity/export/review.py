@@ -8,21 +8,24 @@ the reason.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from onnx_parity.export.capture import CapturedWarning
-from onnx_parity.export.exporters import ExportError
+from onnx_parity.export.exporters import Exported
+from onnx_parity.export.failures import ExportFailure
 from onnx_parity.findings import Finding, Severity
+from onnx_parity.locations import innermost_user_frame, repo_relative
 from onnx_parity.settings.schema import AllowWarning
 
 BRANCH_PHRASE = "Converting a tensor to a Python boolean"
 TRACER_CATEGORY = "TracerWarning"
 
 
-def failure_finding(error: ExportError, repo: Path,
+def failure_finding(error: ExportFailure, repo: Path,
                     allowed: tuple[AllowWarning, ...], fallback_used: bool) -> Finding:
     """The finding for one exporter's failure (the caller decides whether it counts)."""
-    file, line = _repo_location(error.location, repo)
+    file, line = innermost_user_frame(error.frames, repo)
     if error.kind == "unsupported-operator":
         operator = error.operator or "an operator"
         handled = "the next exporter handled it" if fallback_used else "no exporter handled it"
@@ -61,7 +64,8 @@ def warning_findings(warnings: tuple[CapturedWarning, ...], repo: Path,
 
 
 def _tracer_finding(warning: CapturedWarning, repo: Path) -> Finding:
-    file, line = _repo_location((warning.file, warning.line), repo)
+    file = repo_relative(warning.file, repo)
+    line = warning.line if file else None
     code = "data-dependent-branch" if BRANCH_PHRASE in warning.message else "tracer-warning"
     where = f"{file}:{line}" if file else f"{warning.file}:{warning.line} (an installed package)"
     return Finding(
@@ -102,21 +106,43 @@ def _allowing(finding: Finding, allowed: tuple[AllowWarning, ...]) -> Finding:
     return finding
 
 
-def _repo_location(location: tuple[str, int] | None,
-                   repo: Path) -> tuple[str | None, int | None]:
-    if location is None:
-        return None, None
-    path = Path(location[0])
-    try:
-        relative = path.resolve().relative_to(repo.resolve())
-    except (ValueError, OSError):
-        return None, None
-    if "site-packages" in relative.parts:
-        return None, None
-    return relative.as_posix(), location[1]
-
-
 def _first_sentence(message: str) -> str:
     head = " ".join(message.split())
     cut = head.find(". ")
     return head if cut < 0 else head[: cut + 1]
+
+
+def fallback_findings(failures: Sequence[ExportFailure], exported: Exported | None, repo: Path,
+                      allowed: tuple[AllowWarning, ...]) -> list[Finding]:
+    """Each failed exporter's finding and warnings; a note when a later exporter took over."""
+    findings: list[Finding] = []
+    handled = exported is not None
+    for failure in failures:
+        finding = failure_finding(failure, repo, allowed, fallback_used=handled)
+        if finding.code != "export-error" or not handled:
+            findings.append(finding)
+        findings.extend(warning_findings(failure.warnings, repo, allowed))
+    if exported is not None and failures:
+        reasons = "; ".join(f"{f.exporter} failed ({f.kind}: {f.message})" for f in failures)
+        findings.append(Finding(
+            "exporter-fallback", f"exported with {exported.exporter} after: {reasons}",
+            details={"attempts": [f.exporter for f in failures] + [exported.exporter]},
+        ))
+    return findings
+
+
+def merge_branches(findings: list[Finding]) -> list[Finding]:
+    """One branch at one line is one finding, whichever exporters noticed it."""
+    merged: list[Finding] = []
+    located: set[tuple[str | None, int | None]] = set()
+    for finding in findings:
+        if finding.code == "data-dependent-branch":
+            key = (finding.file, finding.line)
+            if finding.file is not None and key in located:
+                continue
+            located.add(key)
+        merged.append(finding)
+    if any(f.code == "data-dependent-branch" and f.file for f in merged):
+        merged = [f for f in merged if not (f.code == "data-dependent-branch" and not f.file
+                                            and f.message.startswith("the TorchScript tracer"))]
+    return merged

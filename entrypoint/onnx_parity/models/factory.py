@@ -10,24 +10,16 @@ import difflib
 import importlib
 import random
 import sys
-import traceback
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from onnx_parity.findings import Finding
+from onnx_parity.locations import error_location
+from onnx_parity.models.load_errors import LoadError
 from onnx_parity.settings.schema import ModelSpec
 
 SEED = 0
-
-
-class LoadError(Exception):
-    """The model could not be built; carries the user's file and line where known."""
-
-    def __init__(self, message: str, file: str | None = None, line: int | None = None):
-        super().__init__(message)
-        self.file = file
-        self.line = line
 
 
 @dataclass(frozen=True)
@@ -109,7 +101,7 @@ def _call_factory(reference: str, factory: Any, repo: Path) -> Any:
 
 
 def _user_code_error(what: str, error: BaseException, repo: Path) -> LoadError:
-    file, line = user_frame(error, repo)
+    file, line = error_location(error, repo)
     where = f" at {file}:{line}" if file else ""
     return LoadError(
         f"{what}{where}: {type(error).__name__}: {error}. Fix: make the factory run on its own "
@@ -117,25 +109,6 @@ def _user_code_error(what: str, error: BaseException, repo: Path) -> LoadError:
         file,
         line,
     )
-
-
-def user_frame(error: BaseException, repo: Path) -> tuple[str | None, int | None]:
-    """The innermost traceback frame inside the repository: where the user can act."""
-    root = repo.resolve()
-    found: tuple[str | None, int | None] = (None, None)
-    for frame in traceback.extract_tb(error.__traceback__):
-        path = Path(frame.filename)
-        if path.is_absolute() and _inside(path.resolve(), root):
-            found = (path.resolve().relative_to(root).as_posix(), frame.lineno)
-    return found
-
-
-def _inside(path: Path, root: Path) -> bool:
-    try:
-        path.relative_to(root)
-    except ValueError:
-        return False
-    return "site-packages" not in path.parts
 
 
 def _load_weights(module: Any, weights: Path, repo: Path) -> None:
@@ -159,7 +132,7 @@ def _load_weights(module: Any, weights: Path, repo: Path) -> None:
 
 
 def _weights_refused(shown: str, error: BaseException) -> LoadError:
-    from onnx_parity.models.samples import refused_pickle
+    from onnx_parity.models.sample_files import refused_pickle
 
     refused = refused_pickle(error)
     if refused is not None:

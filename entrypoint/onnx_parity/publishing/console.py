@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 from typing import TextIO
 
-from onnx_parity.engine.results import RunResult
+from onnx_parity.results import RunResult
 
 
 class Progress:

@@ -7,13 +7,15 @@ import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
-from onnx_parity.engine.results import RunResult
-from onnx_parity.report.artifact import parity_record
-from onnx_parity.report.json_report import run_to_json
+from onnx_parity.errors import UserError
+from onnx_parity.report.serialization import parity_record, run_to_json
+from onnx_parity.results import RunResult
 
 
-class OutputError(Exception):
+class OutputError(UserError):
     """The output folder cannot be written."""
+
+    title = "output folder"
 
 
 @dataclass(frozen=True)

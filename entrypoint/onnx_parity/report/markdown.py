@@ -6,7 +6,7 @@ random values in the body; only the footer (versions) is allowed to differ betwe
 
 from __future__ import annotations
 
-from onnx_parity.engine.results import ModelResult, OutputComparison, RunResult
+from onnx_parity.results import ModelResult, OutputComparison, RunResult
 from onnx_parity.findings import Finding, Severity
 
 FULL, FINDINGS, TABLE = 2, 1, 0

@@ -1,52 +1,35 @@
-"""Find, parse and validate the configuration into one frozen `Settings`.
+"""Validate the configuration table into one frozen `Settings`.
 
 Every mistake raises `ConfigError` with one short paragraph: what is wrong, where (the file
 relative to the repository, the model, the key) and the fix. Nothing else escapes: the
-configuration comes from a pull request and may be anything.
+configuration comes from a pull request and may be anything. Finding and parsing the file is
+settings/config_file.py's job.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from onnx_parity.settings.paths import bundle_path, sample_path, shown, weights_path
+from onnx_parity.settings.config_file import Table, find_config
+from onnx_parity.settings.paths import bundle_path, sample_path, weights_path
+from onnx_parity.settings.schema import AllowWarning, ModelSpec, Settings, overridable
 from onnx_parity.settings.values import (
-    OVERRIDES,
+    ConfigError,
     did_you_mean,
     dotted,
-    kind,
     no_duplicates,
     non_empty,
     quoted,
     show_value,
+    shown,
     string,
     wrong_type,
 )
-from onnx_parity.settings.schema import (
-    DEFAULT_ATOL,
-    DEFAULT_BATCH_SIZES,
-    DEFAULT_MEMORY_LIMIT_MB,
-    DEFAULT_OPSET,
-    DEFAULT_RTOL,
-    DEFAULT_TIMEOUT_SECONDS,
-    EXPORTERS,
-    AllowWarning,
-    ConfigError,
-    ModelSpec,
-    Settings,
-)
 
-CONFIG_NAME = "onnx-parity.toml"
-PYPROJECT_NAME = "pyproject.toml"
-PYPROJECT_TABLE = "onnx-parity"
-
-OVERRIDE_KEYS = (
-    "opset", "exporter", "atol", "rtol", "batch-sizes", "timeout-seconds", "memory-limit-mb",
-)
+OVERRIDE_KEYS = tuple(item.key for item in overridable())
 TOP_KEYS = (*OVERRIDE_KEYS, "model")
 MODEL_KEYS = (
     "name", "factory", "weights", "inputs", "outputs", "dynamic-axes", "allow-warnings",
@@ -56,13 +39,6 @@ ALLOW_WARNING_KEYS = ("match", "reason")
 # The name becomes `<name>.onnx` and an artifact name: keep it to characters safe everywhere.
 MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 AXIS = re.compile(r"[0-9]{1,3}")  # no tensor has 1000 dimensions
-
-EXAMPLE = """\
-[[model]]
-name = "my-model"
-factory = "models.net:build_model"   # module:callable, importable from the repository root
-inputs = { input = "samples/input.npy" }"""
-
 
 @dataclass(frozen=True)
 class _Place:
@@ -81,19 +57,6 @@ class _Place:
         return ": ".join(part for part in (self.file, self.scope) if part)
 
 
-@dataclass(frozen=True)
-class _Common:
-    """The keys a model may override, with the top-level values (or defaults) applied."""
-
-    opset: int
-    exporters: tuple[str, ...]
-    atol: float
-    rtol: float
-    batch_sizes: tuple[int, ...]
-    timeout_seconds: float
-    memory_limit_mb: int | None
-
-
 # ---------------------------------------------------------------------------------------------
 # Entry point
 
@@ -101,121 +64,12 @@ class _Common:
 def load_settings(repo: Path, config: Path | None = None) -> Settings:
     """The validated settings for `repo`, read from `config` or found in the repository."""
     root = repo.resolve()
-    path, label, table = _find_config(root, config)
-    place = _Place(label)
-    _check_keys(table, TOP_KEYS, place, belongs_in_model=MODEL_KEYS)
-    common = _apply_overrides(table, place, _defaults())
-    models = _models(table, place, common, root)
-    return Settings(repo=root, config_path=path.resolve(), models=models)
-
-
-def _defaults() -> _Common:
-    return _Common(
-        opset=DEFAULT_OPSET,
-        exporters=EXPORTERS,
-        atol=DEFAULT_ATOL,
-        rtol=DEFAULT_RTOL,
-        batch_sizes=DEFAULT_BATCH_SIZES,
-        timeout_seconds=DEFAULT_TIMEOUT_SECONDS,
-        memory_limit_mb=DEFAULT_MEMORY_LIMIT_MB,
-    )
-
-
-# ---------------------------------------------------------------------------------------------
-# Finding and parsing the file
-
-
-def _find_config(root: Path, config: Path | None) -> tuple[Path, str, dict]:
-    """(file, its label in messages, the onnx-parity table) by the documented lookup order."""
-    if config is not None:
-        return _given_config(root, config)
-    own = root / CONFIG_NAME
-    if own.is_file():
-        return own, CONFIG_NAME, _parse(own, CONFIG_NAME)
-    pyproject = root / PYPROJECT_NAME
-    if pyproject.is_file():
-        table = _pyproject_table(_parse(pyproject, PYPROJECT_NAME), PYPROJECT_NAME)
-        if table is not None:
-            return pyproject, _pyproject_label(PYPROJECT_NAME), table
-    raise ConfigError(
-        f"No onnx-parity configuration in {root}: looked for {CONFIG_NAME} and for a "
-        f"[tool.{PYPROJECT_TABLE}] table in {PYPROJECT_NAME}. Create {CONFIG_NAME} at the "
-        f"repository root (or pass --config PATH), for example:\n\n{EXAMPLE}\n"
-    )
-
-
-def _given_config(root: Path, config: Path) -> tuple[Path, str, dict]:
-    config = Path(config)
-    path = config if config.is_absolute() else Path.cwd() / config
-    if not path.is_file():
-        problem = "is a directory" if path.is_dir() else "does not exist"
-        raise ConfigError(
-            f"--config {config}: {path} {problem}. Pass the path of an existing "
-            f"{CONFIG_NAME} (or {PYPROJECT_NAME}), relative to the current directory or absolute."
-        )
-    label = _label(root, path)
-    document = _parse(path, label)
-    if path.name != PYPROJECT_NAME:
-        return path, label, document
-    table = _pyproject_table(document, label)
-    if table is None:
-        raise ConfigError(
-            f"{label}: there is no [tool.{PYPROJECT_TABLE}] table. Add one with at least one "
-            f"[[tool.{PYPROJECT_TABLE}.model]] entry, or pass a {CONFIG_NAME} instead."
-        )
-    return path, _pyproject_label(label), table
-
-
-def _label(root: Path, path: Path) -> str:
-    """The config file as the user knows it: relative to the repository when inside it."""
-    try:
-        return path.resolve().relative_to(root).as_posix()
-    except ValueError:
-        return str(path)
-
-
-def _pyproject_label(label: str) -> str:
-    return f"{label} [tool.{PYPROJECT_TABLE}]"
-
-
-def _parse(path: Path, label: str) -> dict:
-    try:
-        with path.open("rb") as stream:
-            return tomllib.load(stream)
-    except tomllib.TOMLDecodeError as error:
-        raise ConfigError(_toml_error_text(label, str(error))) from None
-    except UnicodeDecodeError as error:
-        raise ConfigError(
-            f"{label}: not UTF-8 text (byte {error.start}). Save the file as UTF-8."
-        ) from None
-    except ValueError as error:  # e.g. an integer literal too long for int()
-        raise ConfigError(f"{label}: not valid TOML: {error}. Fix the value.") from None
-    except RecursionError:
-        raise ConfigError(f"{label}: values are nested too deeply to read.") from None
-    except OSError as error:
-        raise ConfigError(f"{label}: cannot be read ({error.strerror}).") from None
-
-
-def _toml_error_text(label: str, message: str) -> str:
-    """tomllib's message, with its "(at line L, column C)" moved to the front."""
-    spot = re.search(r"\s*\(at (line \d+, column \d+|end of document)\)$", message)
-    if spot is None:
-        return f"{label}: not valid TOML: {message}. Fix the syntax (see https://toml.io)."
-    reason = message[: spot.start()]
-    return f"{label}: {spot.group(1)}: not valid TOML: {reason}. Fix the syntax at that spot."
-
-
-def _pyproject_table(document: dict, label: str) -> dict | None:
-    tool = document.get("tool")
-    if not isinstance(tool, dict) or PYPROJECT_TABLE not in tool:
-        return None
-    table = tool[PYPROJECT_TABLE]
-    if not isinstance(table, dict):
-        raise ConfigError(
-            f"{label}: tool.{PYPROJECT_TABLE} is {kind(table)}, not a table. Write it as a "
-            f"[tool.{PYPROJECT_TABLE}] section with [[tool.{PYPROJECT_TABLE}.model]] entries."
-        )
-    return table
+    found = find_config(root, config)
+    place = _Place(found.label)
+    _check_keys(found.table, TOP_KEYS, place, belongs_in_model=MODEL_KEYS)
+    common = _overrides(found.table, place)
+    models = _models(found.table, place, common, root)
+    return Settings(repo=root, config_path=found.path.resolve(), models=models)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -223,7 +77,7 @@ def _pyproject_table(document: dict, label: str) -> dict | None:
 
 
 def _check_keys(
-    table: dict, valid: tuple[str, ...], place: _Place, belongs_in_model: tuple[str, ...] = ()
+    table: Table, valid: tuple[str, ...], place: _Place, belongs_in_model: tuple[str, ...] = ()
 ) -> None:
     for key in table:
         if key not in valid:
@@ -248,20 +102,17 @@ def _unknown_key(
 # Values that may be set at the top level and overridden per model
 
 
-def _apply_overrides(table: dict, place: _Place, base: _Common) -> _Common:
-    changes = {
-        field: check(table[key], place.at(key))
-        for key, (field, check) in OVERRIDES.items()
-        if key in table
-    }
-    return dataclasses.replace(base, **changes)
+def _overrides(table: Table, place: _Place) -> dict[str, Any]:
+    """The ModelSpec fields that `table` sets, checked (see schema.setting)."""
+    return {item.field: item.check(table[item.key], place.at(item.key))
+            for item in overridable() if item.key in table}
 
 
 # ---------------------------------------------------------------------------------------------
 # Models
 
 
-def _models(table: dict, place: _Place, common: _Common, root: Path) -> tuple[ModelSpec, ...]:
+def _models(table: Table, place: _Place, common: dict[str, Any], root: Path) -> tuple[ModelSpec, ...]:
     entries = _model_entries(table, place)
     models: list[ModelSpec] = []
     seen: dict[str, str] = {}
@@ -278,7 +129,7 @@ def _models(table: dict, place: _Place, common: _Common, root: Path) -> tuple[Mo
     return tuple(models)
 
 
-def _model_entries(table: dict, place: _Place) -> list:
+def _model_entries(table: Table, place: _Place) -> list[object]:
     if "model" not in table:
         raise ConfigError(
             f"{place.here()}: no models are declared. Add at least one [[model]] entry with "
@@ -299,7 +150,7 @@ def _model_entries(table: dict, place: _Place) -> list:
     return entries
 
 
-def _model(entry: object, index: int, file: _Place, common: _Common, root: Path) -> ModelSpec:
+def _model(entry: object, index: int, file: _Place, common: dict[str, Any], root: Path) -> ModelSpec:
     place = file.within(_model_label(entry, index))
     if not isinstance(entry, dict):
         raise ConfigError(
@@ -310,7 +161,7 @@ def _model(entry: object, index: int, file: _Place, common: _Common, root: Path)
     _require(entry, ("name", "factory", "inputs"), place)
     name = _model_name(entry["name"], place.at("name"))
     factory = _factory(entry["factory"], place.at("factory"))
-    own = _apply_overrides(entry, place, common)
+    own = {**common, **_overrides(entry, place)}
     inputs = _inputs(entry["inputs"], place, root)
     outputs = _outputs(entry["outputs"], place.at("outputs")) if "outputs" in entry else None
     return ModelSpec(
@@ -321,7 +172,7 @@ def _model(entry: object, index: int, file: _Place, common: _Common, root: Path)
         outputs=outputs or (),
         dynamic_axes=_dynamic_axes(entry.get("dynamic-axes", {}), place, inputs, outputs),
         allow_warnings=_allow_warnings(entry.get("allow-warnings", []), place),
-        **dataclasses.asdict(own),
+        **own,
     )
 
 
@@ -332,7 +183,7 @@ def _model_label(entry: object, index: int) -> str:
     return f"model[{index}]"
 
 
-def _require(entry: dict, keys: tuple[str, ...], place: _Place) -> None:
+def _require(entry: Table, keys: tuple[str, ...], place: _Place) -> None:
     fixes = {
         "name": 'name = "my-model"',
         "factory": 'factory = "models.net:build_model"',

@@ -11,7 +11,7 @@ from __future__ import annotations
 import posixpath
 from pathlib import Path, PureWindowsPath
 
-from onnx_parity.settings.schema import ConfigError
+from onnx_parity.settings.values import ConfigError, shown
 
 WEIGHT_SUFFIXES = (".pt", ".pth")
 SAMPLE_SUFFIXES = (".npy", ".npz", ".pt", ".pb")
@@ -68,11 +68,6 @@ def bundle_path(repo: Path, raw: str, where: str) -> Path:
         'needs a name: write inputs = { input = "' + shown(raw) + '" }, or bundle all inputs with '
         'numpy.savez("samples/inputs.npz", input=array).'
     )
-
-
-def shown(text: str) -> str:
-    """User text made safe for a one-line message: control characters appear escaped."""
-    return "".join(char if char.isprintable() else repr(char)[1:-1] for char in text)
 
 
 def _looks_like_file(path: Path) -> bool:

@@ -1,24 +1,135 @@
-"""The validated configuration: frozen values, built once, passed to every later stage."""
+"""The validated configuration: frozen values, built once, passed to every later stage.
+
+A key that may be set at the top level and overridden in a `[[model]]` is declared once, as a
+field of `ModelSpec` made by `setting(...)`: its TOML name, its default and its check. The
+loader, the list of valid keys and the defaults all come from those fields, so a new key of
+this kind is one line here (and its row in the README's table).
+"""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, TypeVar
+
+from onnx_parity.settings.values import (
+    ConfigError,
+    did_you_mean,
+    finite_number,
+    integer,
+    no_duplicates,
+    quoted,
+    show_value,
+    shown,
+    wrong_type,
+)
+
+T = TypeVar("T")
+Check = Callable[[object, str], Any]
 
 EXPORTERS = ("dynamo", "torchscript")
+EXPORTER_CHOICES = ("auto", *EXPORTERS)
 DEFAULT_OPSET = 18
-DEFAULT_EXPORTER = "auto"
 DEFAULT_ATOL = 1e-5
 DEFAULT_RTOL = 1e-4
 DEFAULT_BATCH_SIZES = (1, 4)
 DEFAULT_TIMEOUT_SECONDS = 600.0
-DEFAULT_MEMORY_LIMIT_MB: int | None = None
 MIN_OPSET = 7
 MAX_OPSET = 23
 
 
-class ConfigError(Exception):
-    """The configuration is invalid; the text names the file, the key and the fix."""
+# ---------------------------------------------------------------------------------------------
+# Checks of the keys declared below
+
+
+def opset_value(value: object, where: str) -> int:
+    opset = integer(value, where, "an integer opset, e.g. opset = 18")
+    if not MIN_OPSET <= opset <= MAX_OPSET:
+        raise ConfigError(
+            f"{where}: opset {opset} is outside the supported range. Use an opset from "
+            f"{MIN_OPSET} to {MAX_OPSET} (the default is {DEFAULT_OPSET})."
+        )
+    return opset
+
+
+def exporters_value(value: object, where: str) -> tuple[str, ...]:
+    if isinstance(value, str):
+        return EXPORTERS if _exporter_name(value, where, EXPORTER_CHOICES) == "auto" else (value,)
+    if not isinstance(value, list) or not value:
+        raise wrong_type(
+            where, value, 'exporter = "auto", "dynamo", "torchscript", or a non-empty list '
+            'of the two in the order to try, e.g. ["torchscript", "dynamo"]'
+        )
+    names = tuple(_exporter_name(item, where, EXPORTERS) for item in value)
+    no_duplicates(names, where, "list each exporter once")
+    return names
+
+
+def _exporter_name(value: object, where: str, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str):
+        raise wrong_type(where, value, f"one of {quoted(choices)}")
+    if value not in choices:
+        guess = did_you_mean(value, choices)
+        raise ConfigError(
+            f'{where}: unknown exporter "{shown(value)}"{guess} Use one of {quoted(choices)}.'
+        )
+    return value
+
+
+def tolerance_value(value: object, where: str) -> float:
+    number = finite_number(value, where, "a number, e.g. atol = 1e-5")
+    if number < 0:
+        raise ConfigError(f"{where}: {number} is negative. Use a tolerance >= 0, e.g. 1e-5.")
+    return float(number)
+
+
+def batch_sizes_value(value: object, where: str) -> tuple[int, ...]:
+    fix = "a non-empty list of positive integers, e.g. batch-sizes = [1, 4]"
+    if not isinstance(value, list) or not value:
+        raise wrong_type(where, value, fix)
+    sizes = tuple(integer(item, where, fix) for item in value)
+    if any(size <= 0 for size in sizes):
+        raise ConfigError(f"{where}: {show_value(value)} contains a size below 1. Use {fix}.")
+    no_duplicates(sizes, where, "list each batch size once")
+    return sizes
+
+
+def timeout_value(value: object, where: str) -> float:
+    seconds = finite_number(value, where, "a number of seconds, e.g. timeout-seconds = 600")
+    if seconds <= 0:
+        raise ConfigError(
+            f"{where}: {seconds} is not a positive number of seconds. Use a value > 0, "
+            f"e.g. {DEFAULT_TIMEOUT_SECONDS:g}."
+        )
+    return float(seconds)
+
+
+def memory_limit_value(value: object, where: str) -> int:
+    fix = "a positive whole number of megabytes, e.g. memory-limit-mb = 4096 (omit it for no limit)"
+    megabytes = integer(value, where, fix)
+    if megabytes <= 0:
+        raise ConfigError(f"{where}: {megabytes} is not positive. Use {fix}.")
+    return megabytes
+
+
+# ---------------------------------------------------------------------------------------------
+# The settings
+
+
+def setting(key: str, default: T, check: Check) -> T:
+    """A ModelSpec field settable at the top level and per model, as TOML key `key`."""
+    return field(default=default, metadata={"key": key, "check": check})
+
+
+@dataclass(frozen=True)
+class Overridable:
+    """One key settable at the top level and per model: its TOML name and ModelSpec field."""
+
+    key: str
+    field: str
+    check: Check
 
 
 @dataclass(frozen=True)
@@ -39,14 +150,21 @@ class ModelSpec:
     inputs: dict[str, Path] | Path
     outputs: tuple[str, ...]
     dynamic_axes: dict[str, dict[int, str]]
-    opset: int
-    exporters: tuple[str, ...]
-    atol: float
-    rtol: float
-    batch_sizes: tuple[int, ...]
     allow_warnings: tuple[AllowWarning, ...]
-    timeout_seconds: float
-    memory_limit_mb: int | None
+    # Settable at the top level, overridden per model (see the module docstring).
+    opset: int = setting("opset", DEFAULT_OPSET, opset_value)
+    exporters: tuple[str, ...] = setting("exporter", EXPORTERS, exporters_value)
+    atol: float = setting("atol", DEFAULT_ATOL, tolerance_value)
+    rtol: float = setting("rtol", DEFAULT_RTOL, tolerance_value)
+    batch_sizes: tuple[int, ...] = setting("batch-sizes", DEFAULT_BATCH_SIZES, batch_sizes_value)
+    timeout_seconds: float = setting("timeout-seconds", DEFAULT_TIMEOUT_SECONDS, timeout_value)
+    memory_limit_mb: int | None = setting("memory-limit-mb", None, memory_limit_value)
+
+
+def overridable() -> tuple[Overridable, ...]:
+    """The keys declared with `setting(...)`, in declaration order."""
+    return tuple(Overridable(f.metadata["key"], f.name, f.metadata["check"])
+                 for f in dataclasses.fields(ModelSpec) if "key" in f.metadata)
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onnx_parity.engine.results import OutputComparison
+from onnx_parity.results import OutputComparison
 
 
 @dataclass(frozen=True)

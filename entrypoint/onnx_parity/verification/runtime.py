@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import numpy as np
 
-from onnx_parity.export.capture import native_stderr, strip_ansi
+from onnx_parity.ansi import strip_ansi
+from onnx_parity.errors import ModelProblem
+from onnx_parity.export.capture import native_stderr
 
 T = TypeVar("T")
 WARNING_LEVEL = 2  # onnxruntime severities: 0 verbose, 1 info, 2 warning, 3 error
 
 
-class RuntimeFailure(Exception):
+class RuntimeFailure(ModelProblem):
     """onnxruntime refused the model or failed on an input; carries its native log lines."""
 
     def __init__(self, message: str, native: tuple[str, ...] = ()):

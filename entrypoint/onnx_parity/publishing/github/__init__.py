@@ -1,14 +1,1 @@
-"""GitHub's REST API: a retrying client (`http`) and the sticky PR comment (`comments`)."""
-
-from onnx_parity.publishing.github.comments import CommentOutcome, comment_marker, upsert_comment
-from onnx_parity.publishing.github.http import GitHubClient, GitHubError, Response, RetryPolicy
-
-__all__ = [
-    "CommentOutcome",
-    "GitHubClient",
-    "GitHubError",
-    "Response",
-    "RetryPolicy",
-    "comment_marker",
-    "upsert_comment",
-]
+"""GitHub: the action's step (action.py and the modules it names), the REST client, the comment."""

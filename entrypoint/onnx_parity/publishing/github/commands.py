@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol
 
 SUMMARY_LIMIT_BYTES = 1_048_576  # the runner refuses a step summary over 1 MiB
 DETAIL_LEVELS = (2, 1, 0)  # render_markdown's detail: full, no comparisons/logs, table only
@@ -36,6 +36,14 @@ def format_command(name: str, message: str = "", **properties: str | int | None)
     return f"::{name}{' ' + props if props else ''}::{escape_data(message)}"
 
 
+class Writer(Protocol):
+    """A text stream as the action writes to it (a real stream or a RedactingWriter)."""
+
+    def write(self, text: str, /) -> int: ...
+
+    def flush(self) -> None: ...
+
+
 @dataclass(frozen=True)
 class Annotation:
     level: str  # "error" | "warning" | "notice"
@@ -52,15 +60,12 @@ class Annotation:
 class WorkflowCommands:
     """Writes commands to the step's log (stdout), one per line."""
 
-    def __init__(self, out: TextIO) -> None:
+    def __init__(self, out: Writer) -> None:
         self._out = out
 
     def emit(self, line: str) -> None:
         self._out.write(line + "\n")
         self._out.flush()
-
-    def add_mask(self, value: str) -> None:
-        self.emit(f"::add-mask::{escape_data(value)}")
 
     def annotate(self, annotation: Annotation) -> None:
         self.emit(annotation.command())

@@ -12,14 +12,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TextIO
 
-from onnx_parity.publishing.github.action import ClientFactory, guarded, publish_report_file
+from onnx_parity.publishing.github.action import publish_report_file
+from onnx_parity.publishing.github.session import ClientFactory, Writer, guarded
 
 
 def run_comment_command(report: Path, environ: Mapping[str, str],
-                        client_factory: ClientFactory, stdout: TextIO,
-                        stderr: TextIO | None = None) -> int:
+                        client_factory: ClientFactory, stdout: Writer,
+                        stderr: Writer | None = None) -> int:
     """Publish `report` as the PR comment; returns the exit code (0, 1 per fail-on, or 2)."""
     return guarded(environ, client_factory, stdout, stderr or stdout,
                    lambda session: publish_report_file(session, report))

@@ -13,11 +13,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from onnx_parity.errors import UserError
+
 PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
 
 
-class EventError(Exception):
+class EventError(UserError):
     """The runner's variables or the event payload are missing or unreadable."""
+
+    title = "event"
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
+from onnx_parity.errors import UserError
 
-class InputError(Exception):
+
+class InputError(UserError):
     """An input has a value the action cannot use; the text names the input and the fix."""
+
+    title = "invalid input"
 
 
 class FailOn(str, Enum):

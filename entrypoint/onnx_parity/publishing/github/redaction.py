@@ -12,7 +12,8 @@ import base64
 import urllib.parse
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TextIO
+
+from onnx_parity.publishing.github.commands import Writer
 
 REPLACEMENT = "***"
 # Files of the output folder that hold text; the .onnx models are binary and made by the engine.
@@ -74,7 +75,7 @@ class RedactingWriter:
     secret split across two calls must still be caught. A secret never contains a newline.
     """
 
-    def __init__(self, stream: TextIO, redact: Redactor) -> None:
+    def __init__(self, stream: Writer, redact: Redactor) -> None:
         self._stream = stream
         self._redact = redact
         self._pending = ""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from onnx_parity.findings import Finding, Severity
@@ -98,6 +99,6 @@ class RunResult:
         return tuple(model.name for model in self.models if not model.passed)
 
 
-def _max_or_none(values: object) -> float | None:
-    present = [value for value in values if value is not None]  # type: ignore[attr-defined]
+def _max_or_none(values: Iterable[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
     return max(present) if present else None

@@ -1,21 +1,16 @@
-"""Runs each model's job in its own forked worker, so a crash, a hang or a memory blow-up ends
-only that model and the run still produces its report.
+"""Runs each job in its own forked worker, so a crash, a hang or a memory blow-up ends only
+that job and the run still gets an outcome for every job.
 
-The pool starts one zygote process (see zygote.py) that imports torch and warms up once, then
-forks a worker per job. This side never imports torch: it speaks JSON lines over pipes, counts
-each model's time from the moment its worker started, watches the worker's resident set in
-/proc, and kills a worker's process group by PID when it goes over either limit.
+The pool starts one zygote process (isolation/zygote.py) that runs the preload once, then forks
+a worker per job. This side never imports torch: it speaks JSON lines over pipes, counts each
+job's time from the moment its worker started, watches the worker's resident set in /proc, and
+kills a worker's process group by PID when it goes over either limit.
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 import re
-import select
-import signal
-import subprocess
-import sys
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -23,27 +18,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from onnx_parity.engine.zygote import JobReturn, kill_group, LineBuffer, encode, job_path, log_path, result_path
+from onnx_parity.errors import OnnxParityError
+from onnx_parity.isolation.logs import read_log_tail
+from onnx_parity.isolation.processes import describe_exit, dump_stacks, kill_group, resident_set_mb
+from onnx_parity.isolation.protocol import JobReturn, job_path, log_path, result_path
+from onnx_parity.isolation.zygote_process import ZygoteProcess
 
 # How often timeouts and resident sets are checked; also the pool's reaction time.
 POLL_SECONDS = 0.05
-# A zygote that has not imported torch and warmed up by then is considered hung.
-ZYGOTE_READY_TIMEOUT_SECONDS = 300.0
 # Between the SIGUSR1 that makes a timed-out worker dump its stacks into its log and the SIGKILL.
 STACK_DUMP_GRACE_SECONDS = 0.5
-LOG_TAIL_LINES = 40
-_LOG_TAIL_BYTES = 64 * 1024
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
-_ANSI = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]")
-STACK_DUMP_FRAMES = 12
-DUMP_HEADER = re.compile(r"(Current thread|Thread) 0x[0-9a-f]+ \(most recent call first\):")
-_FRAME = re.compile(r'  File ".*", line \d+ in ')
-_OUR_FRAME = re.compile(r'  File "(<frozen runpy>|.*[/\\]onnx_parity[/\\]engine[/\\]zygote\.py)"')
 
 EventCallback = Callable[[str, str, float], None]
 
 
-class WorkerPoolError(Exception):
+class WorkerPoolError(OnnxParityError):
     """The pool was used wrongly (bad or repeated key, run outside `with`); not a model failure."""
 
 
@@ -83,6 +73,7 @@ class WorkerPool:
         jobs: int,
         env: Mapping[str, str],
         warm_up: bool = True,
+        preload: str | None = None,
     ) -> None:
         if ":" not in job_function:
             raise WorkerPoolError(f"job function {job_function!r} must be written 'module:callable'")
@@ -93,11 +84,13 @@ class WorkerPool:
         self._jobs = jobs
         self._env = dict(env)
         self._warm_up = warm_up
-        self._zygote: _ZygoteProcess | None = None
+        self._preload = preload  # module:function(warm_up) the zygote runs once, or None
+        self._zygote: ZygoteProcess | None = None
 
     def __enter__(self) -> WorkerPool:
         self._workdir.mkdir(parents=True, exist_ok=True)
-        self._zygote = _ZygoteProcess.start(self._job_function, self._workdir, self._env, self._warm_up)
+        self._zygote = ZygoteProcess.start(self._job_function, self._workdir, self._env, self._warm_up,
+                                           self._preload)
         return self
 
     def __exit__(
@@ -114,10 +107,6 @@ class WorkerPool:
     def startup_seconds(self) -> float | None:
         """How long the zygote took to import and warm up (None until it reported ready)."""
         return self._zygote.ready_seconds if self._zygote else None
-
-    @property
-    def zygote_pid(self) -> int | None:
-        return self._zygote.pid if self._zygote else None
 
     def run(self, jobs: Sequence[Job], on_event: EventCallback) -> list[JobOutcome]:
         """Run every job, at most `jobs` at once; outcomes come back in the order of `jobs`."""
@@ -139,95 +128,6 @@ def _check_keys(jobs: Sequence[Job]) -> None:
         seen.add(job.key)
 
 
-# ---------------------------------------------------------------- the zygote, seen from here
-
-
-class _ZygoteProcess:
-    """The zygote's process and pipes: send commands, receive events, notice its death."""
-
-    def __init__(self, process: subprocess.Popen[bytes], log: Path) -> None:
-        self.process = process
-        self.pid = process.pid
-        self.log = log
-        self.began = time.monotonic()
-        self.ready_seconds: float | None = None
-        self.killed_reason: str | None = None
-        self.live_children: set[int] = set()
-        self._events = LineBuffer()
-        self._eof = False
-
-    @classmethod
-    def start(cls, job_function: str, workdir: Path, env: dict[str, str], warm_up: bool) -> _ZygoteProcess:
-        log = workdir / "zygote.log"
-        command = [sys.executable, "-m", "onnx_parity.engine.zygote", "--job-function", job_function]
-        command += ["--workdir", str(workdir)] + ([] if warm_up else ["--no-warm-up"])
-        with log.open("wb") as stderr:
-            process = subprocess.Popen(
-                command,
-                stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE,
-                stderr=stderr,
-                cwd=workdir,
-                env=env,
-                process_group=0,  # a Ctrl-C aimed at the CLI reaches the pool, which stops us cleanly
-            )
-        return cls(process, log)
-
-    def send(self, command: dict[str, object]) -> bool:
-        """False when the zygote can no longer be reached (it died)."""
-        assert self.process.stdin is not None
-        try:
-            self.process.stdin.write(encode(command))
-            self.process.stdin.flush()
-            return True
-        except (BrokenPipeError, ValueError):
-            return False
-
-    def events(self, timeout: float) -> list[dict[str, object]]:
-        """Events that arrived within `timeout`; the zygote's own `ready` is consumed here."""
-        assert self.process.stdout is not None
-        fd = self.process.stdout.fileno()
-        if self._eof or not select.select([fd], [], [], timeout)[0]:
-            if self._eof:
-                time.sleep(timeout)
-            return []
-        data = os.read(fd, 65536)
-        self._eof = not data
-        events = self._events.feed(data)
-        for event in events:
-            if event.get("event") == "ready":
-                self.ready_seconds = float(event["seconds"])  # type: ignore[arg-type]
-        return [event for event in events if event.get("event") != "ready"]
-
-    def death(self) -> str | None:
-        """Why the zygote is gone (None while it lives); kills it if it never became ready."""
-        if self.ready_seconds is None and time.monotonic() - self.began > ZYGOTE_READY_TIMEOUT_SECONDS:
-            self.killed_reason = f"did not finish importing torch within {ZYGOTE_READY_TIMEOUT_SECONDS:g} s"
-            _kill_pid(self.pid)
-        status = self.process.poll()
-        if status is None:
-            return None
-        how = self.killed_reason or describe_exit(status)
-        return f"the worker zygote (pid {self.pid}) {how}"
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.send({"op": "stop"})
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                _kill_pid(self.pid)
-                self.process.wait()
-        for pid in self.live_children:
-            kill_group(pid)
-        for stream in (self.process.stdin, self.process.stdout):
-            if stream is not None:
-                try:
-                    stream.close()
-                except BrokenPipeError:
-                    pass
-
-
 # ---------------------------------------------------------------- one call of WorkerPool.run
 
 
@@ -244,7 +144,7 @@ class _Active:
 
 
 class _Run:
-    def __init__(self, zygote: _ZygoteProcess, workdir: Path, jobs: int, on_event: EventCallback) -> None:
+    def __init__(self, zygote: ZygoteProcess, workdir: Path, jobs: int, on_event: EventCallback) -> None:
         self.zygote = zygote
         self.workdir = workdir
         self.slots = jobs
@@ -311,7 +211,7 @@ class _Run:
         assert pid is not None and active.started is not None
         if now - active.started > job.timeout_seconds:
             active.kind, active.detail = "timeout", f"exceeded {job.timeout_seconds:g} s"
-            _dump_stacks(pid)
+            dump_stacks(pid)
             active.kill_at = now + STACK_DUMP_GRACE_SECONDS
             return
         rss = resident_set_mb(pid) if job.memory_limit_mb is not None else None
@@ -379,83 +279,3 @@ class _Run:
         return outcome
 
 
-# ---------------------------------------------------------------- processes and logs
-
-
-def describe_exit(status: int) -> str:
-    """`status` as subprocess reports it: an exit code, or minus the signal number."""
-    if status >= 0:
-        return f"exited with status {status}"
-    number = -status
-    try:
-        name = signal.Signals(number).name
-    except ValueError:
-        name = "unknown signal"
-    text = f"killed by signal {number} ({name})"
-    if number == signal.SIGKILL:
-        text += ", not sent by onnx-parity: most likely the kernel's out-of-memory killer"
-    return text
-
-
-def resident_set_mb(pid: int) -> float | None:
-    """VmRSS of `pid` in MB (None if it is gone or a zombie)."""
-    try:
-        with open(f"/proc/{pid}/status", "rb") as status:
-            for line in status:
-                if line.startswith(b"VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    return None
-
-
-def read_log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:
-    try:
-        with path.open("rb") as log:
-            log.seek(max(0, log.seek(0, os.SEEK_END) - _LOG_TAIL_BYTES))
-            text = log.read().decode("utf-8", errors="replace")
-    except FileNotFoundError:
-        return ""
-    return "\n".join(condense_stack_dumps(_ANSI.sub("", text).splitlines())[-lines:])
-
-
-def condense_stack_dumps(lines: list[str]) -> list[str]:
-    """Shorten faulthandler dumps (timeouts, crashes) to what locates the problem.
-
-    Dumps list the innermost call first and end with the worker's own machinery, which a log
-    tail would show instead of the model's line: drop our frames, keep each thread's first
-    STACK_DUMP_FRAMES frames.
-    """
-    kept: list[str] = []
-    frames: int | None = None  # frames seen in the current dump block, None outside one
-    for line in lines:
-        if DUMP_HEADER.match(line):
-            frames = 0
-        elif frames is not None and _FRAME.match(line):
-            if not _OUR_FRAME.match(line):
-                frames += 1
-                if frames <= STACK_DUMP_FRAMES:
-                    kept.append(line)
-                elif frames == STACK_DUMP_FRAMES + 1:
-                    kept.append("  ...")
-            continue
-        else:
-            frames = None
-        kept.append(line)
-    return kept
-
-
-def _dump_stacks(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGUSR1)  # faulthandler in the worker writes every thread's stack
-    except ProcessLookupError:
-        pass
-
-
-
-
-def _kill_pid(pid: int) -> None:
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass

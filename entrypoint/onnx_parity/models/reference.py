@@ -7,15 +7,17 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.verification.batches import cut_batch
+from onnx_parity.errors import ModelProblem
+from onnx_parity.models.batches import cut_batch
 
 
-class ReferenceFailure(Exception):
+class ReferenceFailure(ModelProblem):
     """PyTorch itself could not run the model on these samples; `cause` has the traceback."""
 
     def __init__(self, message: str, cause: BaseException):
         super().__init__(message)
         self.cause = cause
+        self.batch_size: int | None = None  # the batch it failed at, once a caller knows it
 
 
 def batch_arrays(arrays: dict[str, np.ndarray], names: tuple[str, ...], start: int,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models.factory import LoadError
+from onnx_parity.models.load_errors import LoadError
 from onnx_parity.settings.schema import ModelSpec
 
 

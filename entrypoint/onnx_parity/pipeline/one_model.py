@@ -1,8 +1,9 @@
-"""One model, start to finish: samples, build, export, check, run every batch size, compare.
+"""One model through the stages: samples, build, export, check the export, verify.
 
 `run_model` is the job each worker process runs. It never raises for anything the user's
-model, samples or exporter do: every failure becomes a finding, and whatever was measured
-before the failure stays in the result.
+model, samples or exporter do: every stage turns what it meets into findings, and whatever was
+measured before a failure stays in the result. This module decides nothing and builds no
+finding: it calls each stage in order and keeps the ledger.
 """
 
 from __future__ import annotations
@@ -13,22 +14,26 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import TracebackType
 from typing import Any
 
-from onnx_parity.engine.binding import bind_inputs
-from onnx_parity.engine.exporting import ExportOutcome, export_model
-from onnx_parity.engine.verifying import verify_model
-from onnx_parity.engine.results import ExportAttempt, ModelResult, OutputComparison, StepTiming
-from onnx_parity.findings import Finding, Severity
-from onnx_parity.models.factory import LoadError, build_model
-from onnx_parity.models.samples import SampleError, SampleSet, load_samples
+from onnx_parity.export.inspection import inspect_model
+from onnx_parity.export.model_checks import model_findings
+from onnx_parity.export.outcome import ExportOutcome, export_model
+from onnx_parity.findings import Finding
+from onnx_parity.models.binding import BoundInputs, bind_inputs
+from onnx_parity.models.factory import LoadedModel, build_model
+from onnx_parity.models.load_errors import LoadError, load_finding
+from onnx_parity.models.reference import ReferenceFailure
+from onnx_parity.models.samples import SampleSet, load_samples
+from onnx_parity.results import ExportAttempt, ModelResult, OutputComparison, StepTiming
 from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.verification import frozen
+from onnx_parity.verification.outputs import sample_notes
+from onnx_parity.verification.run_failures import reference_finding
+from onnx_parity.verification.verified import Exported, verify_model
 
 Progress = Callable[[str], None]
-
-
-class StopModel(Exception):
-    """Nothing more can be measured for this model; the findings so far are its verdict."""
 
 
 @dataclass
@@ -58,11 +63,13 @@ class Ledger:
 
 
 class Timer:
+    """Announces each step (progress) and records how long it took (StepTiming)."""
+
     def __init__(self, ledger: Ledger, progress: Progress):
         self.ledger = ledger
         self.progress = progress
 
-    def step(self, name: str) -> "_Step":
+    def step(self, name: str) -> _Step:
         self.progress(name)
         return _Step(self.ledger, name)
 
@@ -74,7 +81,8 @@ class _Step:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
         self.ledger.steps.append(StepTiming(self.name, time.perf_counter() - self.started))
 
 
@@ -83,41 +91,54 @@ def run_model(payload: tuple[ModelSpec, Path], workdir: Path, progress: Progress
     _tolerant_console()
     ledger = Ledger(spec)
     try:
-        _pipeline(spec, repo, workdir, ledger, Timer(ledger, progress))
-    except (LoadError, SampleError) as error:
-        ledger.findings.append(_load_finding(error))
-    except StopModel:
-        pass
+        _stages(spec, repo, workdir, ledger, Timer(ledger, progress))
+    except LoadError as error:
+        ledger.findings.append(load_finding(error))
+    except ReferenceFailure as error:  # PyTorch cannot run the samples before any export
+        ledger.findings.append(reference_finding(error, error.batch_size or 1, repo))
     return ledger.result()
 
 
-def _pipeline(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer: Timer) -> None:
+def _stages(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer: Timer) -> None:
     with timer.step("load samples"):
-        samples = load_samples(spec.inputs, repo)
-        ledger.sample_sha256.update(samples.files)
-        ledger.findings.extend(_sample_notes(samples))
+        samples = _load(spec, repo, ledger)
     with timer.step("build model"):
-        loaded = build_model(spec, repo)
-        ledger.findings.extend(loaded.findings)
-        bound = bind_inputs(loaded.module, spec, samples.named, samples.positional)
+        loaded, bound = _build(spec, repo, samples, ledger)
     with timer.step("export"):
         outcome = export_model(loaded.module, bound, spec, repo)
         _record_export(outcome, ledger)
     if outcome.model_bytes is None:
         if outcome.frozen:
-            ledger.findings.append(Finding("frozen-dimension", f"batch axis: {outcome.frozen}"))
-        raise StopModel()
+            ledger.findings += frozen.before_export(outcome.frozen)
+        return
     _save_model(outcome.model_bytes, workdir, ledger)
     with timer.step("verify"):
-        verified = verify_model(loaded.module, outcome, bound, samples.golden, spec, repo)
-        ledger.opset = verified.opset
-        ledger.findings.extend(verified.findings)
-        ledger.comparisons.extend(verified.comparisons)
+        facts = inspect_model(outcome.model_bytes)
+        ledger.opset = facts.opset
+        ledger.findings += model_findings(facts, spec)
+        exported = Exported(outcome.model_bytes, facts, outcome.export_batch, outcome.frozen)
+        verified = verify_model(loaded.module, exported, bound, samples.golden, spec, repo)
+        ledger.findings += verified.findings
+        ledger.comparisons += verified.comparisons
+
+
+def _load(spec: ModelSpec, repo: Path, ledger: Ledger) -> SampleSet:
+    samples = load_samples(spec.inputs, repo)
+    ledger.sample_sha256.update(samples.files)
+    ledger.findings += sample_notes(samples.notes)
+    return samples
+
+
+def _build(spec: ModelSpec, repo: Path, samples: SampleSet,
+           ledger: Ledger) -> tuple[LoadedModel, BoundInputs]:
+    loaded = build_model(spec, repo)
+    ledger.findings += loaded.findings
+    return loaded, bind_inputs(loaded.module, spec, samples.named, samples.positional)
 
 
 def _record_export(outcome: ExportOutcome, ledger: Ledger) -> None:
-    ledger.attempts.extend(outcome.attempts)
-    ledger.findings.extend(outcome.findings)
+    ledger.attempts += outcome.attempts
+    ledger.findings += outcome.findings
     ledger.exporter = outcome.exporter
 
 
@@ -126,20 +147,6 @@ def _save_model(model_bytes: bytes, workdir: Path, ledger: Ledger) -> None:
     path.write_bytes(model_bytes)
     ledger.onnx_path = str(path)
     ledger.onnx_sha256 = hashlib.sha256(model_bytes).hexdigest()
-
-
-def _sample_notes(samples: SampleSet) -> list[Finding]:
-    return [
-        Finding("nan-or-inf", f"samples: {note}; compared by the NaN rule (NaN only where "
-                "PyTorch has NaN, each infinity only where PyTorch has the same).",
-                severity=Severity.NOTE)
-        for note in samples.notes
-    ]
-
-
-def _load_finding(error: Exception) -> Finding:
-    return Finding("load-error", str(error), file=getattr(error, "file", None),
-                   line=getattr(error, "line", None))
 
 
 def _tolerant_console() -> None:

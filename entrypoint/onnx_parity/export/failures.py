@@ -1,0 +1,108 @@
+"""Why an exporter failed, in one line and one kind: the evidence export/review.py reports.
+
+Both exporters fail with pages of text (IR dumps, ANSI colours, chained exceptions). This
+module keeps the root cause in a line or two, the finding code it maps to, the operator it
+names, and every source frame it mentions (the user's own is chosen later, knowing the
+repository).
+"""
+
+from __future__ import annotations
+
+import re
+
+from onnx_parity.ansi import strip_ansi
+from onnx_parity.errors import ModelProblem
+from onnx_parity.export.capture import CapturedWarning
+from onnx_parity.locations import text_frames
+
+OPERATOR = re.compile(r"operator '([\w:.]+)'|\b(aten[.:]{1,2}[\w.]+)")
+# A TorchScript graph line names its source: `... = aten::fft_rfft(...) # /r/models/m.py:9:0`
+GRAPH_SOURCE = re.compile(r"# (\S+\.py):(\d+):\d+\s*$")
+UNSUPPORTED_PHRASES = ("unsupported fx nodes", "no onnx function found", "is not supported",
+                       "no decomposition", "unsupported operator")
+
+
+class ExportFailure(ModelProblem):
+    """One exporter failed; `kind` is the finding code the failure maps to."""
+
+    def __init__(self, exporter: str, kind: str, message: str, *, operator: str | None = None,
+                 frames: tuple[tuple[str, int], ...] = (), output: str = "",
+                 warnings: tuple[CapturedWarning, ...] = (), seconds: float = 0.0):
+        super().__init__(message)
+        self.exporter = exporter
+        self.kind = kind
+        self.message = message
+        self.operator = operator
+        self.frames = frames  # source frames the failure names, outermost first
+        self.output = output
+        self.warnings = warnings
+        self.seconds = seconds
+        self.output_logged = False
+
+
+def classify(exporter: str, error: BaseException, output: str,
+             warnings: tuple[CapturedWarning, ...], seconds: float) -> ExportFailure:
+    chain = _chain(error)
+    names = {type(item).__name__ for item in chain}
+    text = str(error)
+    message = summarize(error)
+    frames = tuple(text_frames(strip_ansi(text)))
+    extra = dict(output=output, warnings=warnings, seconds=seconds)
+    if names & {"GuardOnDataDependentSymNode", "UserError"} and "data-dependent" in text:
+        return ExportFailure(exporter, "data-dependent-branch", message, frames=frames, **extra)
+    if "UnsupportedOperatorError" in names or _mentions_unsupported(text):
+        operator = _operator(text)
+        located = frames or _graph_frames(operator, output)
+        return ExportFailure(exporter, "unsupported-operator", message, operator=operator,
+                             frames=located, **extra)
+    return ExportFailure(exporter, "export-error", message, frames=frames, **extra)
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def _mentions_unsupported(text: str) -> bool:
+    lowered = text.lower()
+    return any(phrase in lowered for phrase in UNSUPPORTED_PHRASES)
+
+
+def _operator(text: str) -> str | None:
+    match = OPERATOR.search(strip_ansi(text))
+    if not match:
+        return None
+    return (match.group(1) or match.group(2)).replace(".default", "")
+
+
+def _graph_frames(operator: str | None, output: str) -> tuple[tuple[str, int], ...]:
+    """The TorchScript graph printed at the failure names the source line of each node."""
+    if not operator:
+        return ()
+    for line in output.splitlines():
+        if f"{operator}(" in line:
+            match = GRAPH_SOURCE.search(line)
+            if match:
+                return ((match.group(1), int(match.group(2))),)
+    return ()
+
+
+def summarize(error: BaseException, limit: int = 600) -> str:
+    """The root cause in a line or two: the exporters' own text is pages long."""
+    root = _chain(error)[-1]
+    text = strip_ansi(str(root)).strip() or type(root).__name__
+    if root is not error and "Exception summary" in str(error):
+        text = _summary_section(strip_ansi(str(error))) or text
+    first = " ".join(text.split("\n\n")[0].split())
+    line = f"{type(root).__name__}: {first}"
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _summary_section(text: str) -> str | None:
+    _, _, rest = text.partition("## Exception summary")
+    body = rest.strip().split("\n\n")[0].strip()
+    return re.sub(r"^<class '[\w.]+'>:\s*", "", body) or None

@@ -1,0 +1,114 @@
+"""The export stage of one model: pick the export batch, try the exporters in order, review.
+
+`export_model` is the stage's entry. It raises ReferenceFailure when PyTorch cannot run the
+model on the samples at all (verification turns that into `runtime-error`); everything an
+exporter does becomes an attempt and findings in the ExportOutcome.
+"""
+
+from __future__ import annotations
+
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onnx_parity.export.capture import CapturedWarning
+from onnx_parity.export.export_batch import choose_export_batch
+from onnx_parity.export.exporters import ExportRequest, Exported, export
+from onnx_parity.export.failures import ExportFailure
+from onnx_parity.export.inspection import inspect_model
+from onnx_parity.export.review import (fallback_findings, merge_branches, trace_divergence,
+                                       warning_findings)
+from onnx_parity.findings import Finding
+from onnx_parity.models.binding import BoundInputs
+from onnx_parity.models.reference import as_tensors, batch_arrays
+from onnx_parity.results import ExportAttempt
+from onnx_parity.settings.schema import ModelSpec
+
+
+@dataclass(frozen=True)
+class ExportOutcome:
+    exporter: str | None
+    model_bytes: bytes | None
+    export_batch: int
+    # Evidence that the batch axis is frozen, found before export (PyTorch fails at batch 2).
+    frozen: str | None
+    attempts: tuple[ExportAttempt, ...]
+    findings: tuple[Finding, ...]
+
+
+def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -> ExportOutcome:
+    batch, frozen = choose_export_batch(module, bound, spec)
+    request = _request(module, bound, spec, start=0, batch=batch)
+    exported, failures = _try_exporters(spec.exporters, request)
+    attempts = tuple(_attempt(item) for item in (*failures, *([exported] if exported else [])))
+    findings = fallback_findings(failures, exported, repo, spec.allow_warnings)
+    if exported is not None:
+        findings += warning_findings(exported.warnings, repo, spec.allow_warnings)
+        findings += _second_trace(module, bound, spec, exported, batch)
+    return ExportOutcome(
+        exporter=exported.exporter if exported else None,
+        model_bytes=exported.model_bytes if exported else None,
+        export_batch=batch, frozen=frozen, attempts=attempts,
+        findings=tuple(merge_branches(findings)),
+    )
+
+
+def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,
+             batch: int) -> ExportRequest:
+    feed = batch_arrays(bound.arrays, bound.names, start, batch)
+    return ExportRequest(
+        module=module, args=as_tensors(feed, bound.names), input_names=bound.names,
+        output_names=spec.outputs, dynamic_axes=spec.dynamic_axes, opset=spec.opset,
+    )
+
+
+def _try_exporters(exporters: tuple[str, ...],
+                   request: ExportRequest) -> tuple[Exported | None, list[ExportFailure]]:
+    failures: list[ExportFailure] = []
+    for exporter in exporters:
+        print(f"--- export with {exporter} (opset {request.opset}) starts", flush=True)
+        try:
+            exported = export(exporter, request)
+        except ExportFailure as error:
+            _log_attempt(exporter, "" if error.output_logged else error.output, error.warnings,
+                         f"failed: {error.message}")
+            failures.append(error)
+        else:
+            _log_attempt(exporter, "" if exported.output_logged else exported.output,
+                         exported.warnings, "succeeded")
+            return exported, failures
+    return None, failures
+
+
+def _log_attempt(exporter: str, output: str, warnings: tuple[CapturedWarning, ...],
+                 verdict: str) -> None:
+    """Into the model's log (the worker's stdout): what the exporter printed and warned."""
+    print(f"--- export with {exporter}: {verdict}")
+    for warning in warnings:
+        print(f"warning: {warning.describe()}")
+    if output.strip():
+        print(output.rstrip())
+    sys.stdout.flush()
+
+
+def _attempt(item: Exported | ExportFailure) -> ExportAttempt:
+    if isinstance(item, ExportFailure):
+        return ExportAttempt(item.exporter, False, item.seconds, f"{item.kind}: {item.message}")
+    return ExportAttempt(item.exporter, True, item.seconds)
+
+
+def _second_trace(module: Any, bound: BoundInputs, spec: ModelSpec, exported: Exported,
+                  batch: int) -> list[Finding]:
+    """TorchScript only: trace again from other samples; a different graph means a branch."""
+    if exported.exporter != "torchscript" or bound.sample_count <= 1:
+        return []
+    start = max(1, bound.sample_count - batch)
+    try:
+        again = export("torchscript", _request(module, bound, spec, start=start, batch=batch))
+    except ExportFailure:
+        return []
+    first = inspect_model(exported.model_bytes).operators
+    second = inspect_model(again.model_bytes).operators
+    finding = trace_divergence(first, second, spec.allow_warnings)
+    return [finding] if finding else []

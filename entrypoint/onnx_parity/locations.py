@@ -1,0 +1,90 @@
+"""Where in the user's repository something happened, and text without this machine's paths.
+
+One place answers "which file and line can the user act on" for every kind of evidence: a
+Python traceback, the text of an exporter's error, a faulthandler stack dump. The answer is
+the innermost frame that lies inside the repository and not inside an installed package
+(`site-packages`), as a path relative to the repository root.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import traceback
+from collections.abc import Iterable
+from pathlib import Path
+
+FRAME_TEXT = re.compile(r'File "([^"]+)", line (\d+)')
+INSTALLED = ("site-packages", "dist-packages")
+# Installed packages: shown from site-packages on, not from this machine's prefix.
+SITE_PACKAGES = re.compile(r'[^\s"\']*/(site-packages|dist-packages)/')
+
+Location = tuple[str | None, int | None]
+NOWHERE: Location = (None, None)
+
+
+def repo_relative(path: str, repo: Path) -> str | None:
+    """`path` relative to the repository, or None when it lies outside or in a package."""
+    candidate = Path(path)
+    if not candidate.is_absolute():
+        return None
+    try:
+        relative = candidate.resolve().relative_to(repo.resolve())
+    except (ValueError, OSError):
+        return None
+    if any(part in INSTALLED for part in relative.parts):
+        return None
+    return relative.as_posix()
+
+
+def innermost_user_frame(frames: Iterable[tuple[str, int]], repo: Path) -> Location:
+    """The last frame (frames listed outermost first) that is the user's code."""
+    found = NOWHERE
+    for path, line in frames:
+        relative = repo_relative(path, repo)
+        if relative is not None:
+            found = (relative, line)
+    return found
+
+
+def traceback_frames(error: BaseException) -> list[tuple[str, int]]:
+    """The frames of an exception's traceback, outermost first."""
+    return [(frame.filename, frame.lineno or 0) for frame in traceback.extract_tb(error.__traceback__)]
+
+
+def text_frames(text: str) -> list[tuple[str, int]]:
+    """`File "...", line N` references in the order the text gives them."""
+    return [(path, int(line)) for path, line in FRAME_TEXT.findall(text)]
+
+
+def error_location(error: BaseException, repo: Path) -> Location:
+    """The user's innermost line in a raised exception's traceback."""
+    return innermost_user_frame(traceback_frames(error), repo)
+
+
+def text_location(text: str, repo: Path) -> Location:
+    """The user's innermost line named in a Python traceback's text (most recent call last)."""
+    return innermost_user_frame(text_frames(text), repo)
+
+
+def stack_dump_location(lines: Iterable[str], repo: Path) -> Location:
+    """The user's innermost line in a faulthandler dump, which lists the most recent call first."""
+    frames = [frame for line in lines for frame in text_frames(line)]
+    return innermost_user_frame(reversed(frames), repo)
+
+
+def scrub_paths(text: str, roots: Iterable[Path]) -> str:
+    """No machine paths in what gets published: the roots become relative, packages short."""
+    for root in roots:
+        for form in dict.fromkeys((str(root.resolve()), str(root))):
+            text = text.replace(form + os.sep, "").replace(form, ".")
+    return SITE_PACKAGES.sub(r"\1/", text)
+
+
+def source_line(repo: Path, file: str, line: int) -> str | None:
+    """The stripped text of `file:line` in the repository, or None when it cannot be read."""
+    try:
+        lines = (repo / file).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return None
+    return lines[line - 1].strip() if 0 < line <= len(lines) else None

@@ -1,0 +1,131 @@
+"""Outputs compared: their names, the rows of one batch size merged, and the findings they give.
+
+Codes built here: `shape-mismatch` (output count, names or shapes), `dtype-mismatch`,
+`parity-mismatch` and `nan-or-inf` (also the note for NaN/Inf inside the samples).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable
+
+from onnx_parity.export.inspection import ModelFacts
+from onnx_parity.findings import Finding, Severity
+from onnx_parity.models.reference import Reference
+from onnx_parity.results import OutputComparison
+from onnx_parity.settings.schema import ModelSpec
+
+
+def sample_notes(notes: Iterable[str]) -> list[Finding]:
+    """NaN or Inf committed in the samples: compared position by position, noted."""
+    return [
+        Finding("nan-or-inf", f"samples: {note}; compared by the NaN rule (NaN only where "
+                "PyTorch has NaN, each infinity only where PyTorch has the same).",
+                severity=Severity.NOTE)
+        for note in notes
+    ]
+
+
+def output_names(spec: ModelSpec, reference: Reference,
+                 onnx_names: tuple[str, ...]) -> tuple[str, ...]:
+    """The configured names, else the places in forward's returned structure, else ONNX's."""
+    if spec.outputs:
+        return spec.outputs
+    if reference.names == (None,):
+        return ("output",)  # forward returned one tensor
+    names = tuple(name for name in reference.names if name)
+    if len(names) == len(reference.names) and len(set(names)) == len(names):
+        return names
+    return onnx_names
+
+
+def count_mismatch(size: int, torch_count: int, onnx_names: tuple[str, ...]) -> Finding:
+    return Finding(
+        "shape-mismatch",
+        f"at batch {size} PyTorch returned {torch_count} tensor(s) but the ONNX "
+        f"model has {len(onnx_names)} output(s) {list(onnx_names)}. Fix: return a flat "
+        "tuple of tensors (None and non-tensor values are dropped by the exporters).",
+    )
+
+
+def unknown_axis_name(name: str, facts: ModelFacts) -> Finding:
+    return Finding(
+        "shape-mismatch",
+        f'`dynamic-axes` names "{name}", but the exported model has inputs '
+        f"{sorted(facts.inputs)} and outputs {sorted(facts.outputs)}. Fix: name the outputs "
+        "with `outputs = [...]` or correct the name in `dynamic-axes`.",
+    )
+
+
+def merge_cuts(rows: list[OutputComparison]) -> list[OutputComparison]:
+    """The cuts of one batch size as one row per output: worst figures, counts summed."""
+    merged: list[OutputComparison] = []
+    for output in dict.fromkeys(row.output for row in rows):
+        same = [row for row in rows if row.output == output]
+        worst = next((row for row in same if not row.passed), same[0])
+        atols = [row.smallest_passing_atol for row in same]
+        known_atols = [atol for atol in atols if atol is not None]
+        merged.append(dataclasses.replace(
+            worst,
+            max_abs_diff=_max_known(row.max_abs_diff for row in same),
+            max_rel_diff=_max_known(row.max_rel_diff for row in same),
+            mismatched=sum(row.mismatched for row in same),
+            total=sum(row.total for row in same),
+            smallest_passing_atol=max(known_atols) if len(known_atols) == len(atols) else None,
+            passed=all(row.passed for row in same),
+        ))
+    return merged
+
+
+def _max_known(values: Iterable[float | None]) -> float | None:
+    known = [value for value in values if value is not None]
+    return max(known) if known else None
+
+
+def comparison_findings(comparisons: list[OutputComparison], nonfinite: set[str],
+                        spec: ModelSpec) -> list[Finding]:
+    findings: list[Finding] = []
+    for output in dict.fromkeys(c.output for c in comparisons):
+        rows = [c for c in comparisons if c.output == output]
+        findings += _output_findings(output, rows, output in nonfinite, spec)
+    return findings
+
+
+def _output_findings(output: str, rows: list[OutputComparison], nonfinite: bool,
+                     spec: ModelSpec) -> list[Finding]:
+    findings: list[Finding] = []
+    shapes = [c for c in rows if c.torch_shape != c.onnx_shape]
+    if shapes:
+        findings.append(Finding("shape-mismatch", f'output "{output}": ' + "; ".join(
+            f"batch {c.batch_size}: PyTorch {list(c.torch_shape)}, onnxruntime "
+            f"{list(c.onnx_shape)}" for c in shapes)))
+    dtypes = [c for c in rows if c.torch_dtype != c.onnx_dtype]
+    if dtypes:
+        c = dtypes[0]
+        findings.append(Finding("dtype-mismatch", f'output "{output}": PyTorch {c.torch_dtype}, '
+                                f"onnxruntime {c.onnx_dtype}"))
+    failing = [c for c in rows if not c.passed and c.torch_shape == c.onnx_shape]
+    if failing:
+        findings.append(_parity_finding(output, failing, nonfinite, spec))
+    return findings
+
+
+def _parity_finding(output: str, failing: list[OutputComparison], nonfinite: bool,
+                    spec: ModelSpec) -> Finding:
+    code = "nan-or-inf" if nonfinite else "parity-mismatch"
+    parts = [describe(c, spec) for c in failing]
+    return Finding(code, f'output "{output}" ' + "; ".join(parts),
+                   details={"batches": [c.batch_size for c in failing]})
+
+
+def describe(c: OutputComparison, spec: ModelSpec) -> str:
+    needed = ("no atol passes (NaN/Inf or an exact dtype where values differ)"
+              if c.smallest_passing_atol is None
+              else f"smallest passing atol {c.smallest_passing_atol:.3g}")
+    return (f"at batch {c.batch_size}: max abs diff {_g(c.max_abs_diff)} > atol {spec.atol:g} "
+            f"(rtol {spec.rtol:g}); {c.mismatched} of {c.total} elements "
+            f"({c.mismatched_percent:.1f}%) outside; {needed}")
+
+
+def _g(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
