@@ -48,7 +48,9 @@ def export(model: torch.nn.Module, entry: dict, sample: torch.Tensor) -> bytes:
     shapes = {name: {int(axis): label for axis, label in axes.items()}} if axes else None
     program = torch.onnx.export(model, (sample,), dynamo=True, input_names=[name],
                                 dynamic_shapes=shapes, verbose=False)
-    return program.model_proto.SerializeToString()
+    assert program is not None  # the dynamo exporter always returns its program
+    data: bytes = program.model_proto.SerializeToString()
+    return data
 
 
 def check(entry: dict, repo: Path) -> float:

@@ -14,6 +14,7 @@ time went (from its progress lines and report.json), and writes the same as JSON
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
@@ -28,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "seed-failures"
@@ -135,7 +137,8 @@ def parity_executable() -> Path:
     return path
 
 
-def run_timed(command: Sequence[str], accept: tuple[int, ...], out_dir: Path | None = None) -> Timed:
+def run_timed(command: Sequence[str], accept: tuple[int, ...],
+              out_dir: Path | None = None) -> Timed:
     started = time.perf_counter()
     done = subprocess.run(list(command), check=False, cwd=ROOT, capture_output=True, text=True)
     seconds = time.perf_counter() - started
@@ -146,7 +149,9 @@ def run_timed(command: Sequence[str], accept: tuple[int, ...], out_dir: Path | N
     return Timed(seconds, done.stdout, out_dir)
 
 
-def check_command(repo: Path, out: Path, models: Sequence[str], jobs: int | None) -> list[str]:
+def check_command(repo: Path, out: Path | None, models: Sequence[str],
+                  jobs: int | None) -> list[str]:
+    assert out is not None, "a check always runs with a fresh output folder"
     command = [str(parity_executable()), "check", "--repo", str(repo), "--out", str(out)]
     command += [part for name in models for part in ("--model", name)]
     return command + ([] if jobs is None else ["--jobs", str(jobs)])
@@ -275,6 +280,10 @@ def measure(repo: Path, repeat: int) -> Figures:
         workspace.remove()
 
 
+def _all_models(repo: Path, jobs: int, out: Path | None) -> list[str]:
+    return check_command(repo, out, (), jobs)
+
+
 def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
     found = machine()
     parity = Runner(lambda out: check_command(repo, out, PASSING_MODELS, None), (0,), workspace)
@@ -284,8 +293,7 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
     help_command = [str(parity_executable()), "--help"]
     helps = [run_timed(help_command, (0,)) for _ in range(max(repeat, HELP_RUNS_AT_LEAST))]
     # Three of the five models fail on purpose: exit 1 is the expected verdict.
-    jobs = [Runner(lambda out, n=n: check_command(repo, out, (), n), (0, 1), workspace)
-            for n in (1, 2)]
+    jobs = [Runner(functools.partial(_all_models, repo, n), (0, 1), workspace) for n in (1, 2)]
     jobs1_runs, jobs2_runs = alternate(jobs, repeat)
     found["load_average_after"] = os.getloadavg()
     return Figures(
@@ -310,10 +318,10 @@ def _series(label: str, command: str, runs: list[Timed]) -> Series:
     return Series(label, command, tuple(run.seconds for run in runs))
 
 
-def _notes(found: dict[str, object]) -> list[str]:
+def _notes(found: dict[str, Any]) -> list[str]:
     cores = found["cores"] or 1
-    busiest = max(found["load_average_before"][0], found["load_average_after"][0])  # type: ignore[index]
-    if busiest > 0.5 * cores:  # type: ignore[operator]
+    busiest = max(found["load_average_before"][0], found["load_average_after"][0])
+    if busiest > 0.5 * cores:
         return [(f"the machine was busy (1-minute load up to {busiest:.2f} on {cores} cores): "
                 "figures are noisy, re-run when it is idle")]
     return []

@@ -27,13 +27,15 @@ import threading
 import time
 import urllib.parse
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 
 BODY_LIMIT = 65_536
 DOCS = "https://docs.github.com/rest"
-EPOCH = datetime(2025, 1, 1, tzinfo=timezone.utc)
+EPOCH = datetime(2025, 1, 1, tzinfo=UTC)
 NOT_ACCESSIBLE = "Resource not accessible by integration"
 
 
@@ -47,11 +49,11 @@ class Token:
     can_write: bool = True
 
     @staticmethod
-    def user(login: str, can_write: bool = True) -> "Token":
+    def user(login: str, can_write: bool = True) -> Token:
         return Token(login, "User", True, can_write)
 
     @staticmethod
-    def installation(login: str = "github-actions[bot]", can_write: bool = True) -> "Token":
+    def installation(login: str = "github-actions[bot]", can_write: bool = True) -> Token:
         return Token(login, "Bot", False, can_write)
 
 
@@ -66,30 +68,30 @@ class Fault:
     delay_seconds: float = 0.0  # answer only after this long (apply_first: then answer normally)
 
     @staticmethod
-    def server_error(status: int = 502) -> "Fault":
+    def server_error(status: int = 502) -> Fault:
         return Fault(status, (("Content-Type", "text/html"),), "<html>Bad Gateway</html>")
 
     @staticmethod
-    def created_but_502() -> "Fault":
+    def created_but_502() -> Fault:
         return Fault(502, (("Content-Type", "text/html"),), "<html>Bad Gateway</html>", True)
 
     @staticmethod
-    def primary_rate_limit(reset_epoch: int, status: int = 403) -> "Fault":
+    def primary_rate_limit(reset_epoch: int, status: int = 403) -> Fault:
         headers = (("x-ratelimit-limit", "5000"), ("x-ratelimit-remaining", "0"),
                    ("x-ratelimit-reset", str(reset_epoch)))
         return Fault(status, headers, _error_body("API rate limit exceeded for user."))
 
     @staticmethod
-    def retry_after(seconds: int, status: int = 429) -> "Fault":
+    def retry_after(seconds: int, status: int = 429) -> Fault:
         return Fault(status, (("Retry-After", str(seconds)),),
                      _error_body("You have exceeded a secondary rate limit."))
 
     @staticmethod
-    def secondary_without_header(status: int = 403) -> "Fault":
+    def secondary_without_header(status: int = 403) -> Fault:
         return Fault(status, (), _error_body("You have exceeded a secondary rate limit."))
 
     @staticmethod
-    def slow(seconds: float) -> "Fault":
+    def slow(seconds: float) -> Fault:
         """The operation happens, but the answer comes only after `seconds`."""
         return Fault(0, (), None, True, seconds)
 
@@ -102,7 +104,7 @@ class Exchange:
     path: str
     query: dict[str, list[str]]
     headers: dict[str, str]
-    body: object
+    body: Any  # the parsed JSON request body
     status: int = 0
     response_headers: dict[str, str] = field(default_factory=dict)
     response_body: object = None
@@ -143,7 +145,7 @@ class FakeGitHub:
         self._thread = threading.Thread(target=self._server.serve_forever, args=(0.05,),
                                         daemon=True)
 
-    def __enter__(self) -> "FakeGitHub":
+    def __enter__(self) -> FakeGitHub:
         self._thread.start()
         return self
 
@@ -399,7 +401,7 @@ class FakeGitHub:
 
 
 _SEGMENT = r"([^/]+)"
-_ROUTES = [
+_ROUTES: list[tuple[str, str, Callable[..., tuple[int, dict[str, str], object]]]] = [
     ("GET", r"/user", FakeGitHub._get_user),
     ("GET", rf"/repos/{_SEGMENT}/{_SEGMENT}/issues/(\d+)/comments", FakeGitHub._list_comments),
     ("POST", rf"/repos/{_SEGMENT}/{_SEGMENT}/issues/(\d+)/comments", FakeGitHub._create),

@@ -21,9 +21,10 @@ import tarfile
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import jsonschema
-from referencing import Registry, Resource
+from referencing import Registry
 from referencing.jsonschema import DRAFT4
 
 PACKAGE = "@octokit/openapi"
@@ -59,7 +60,7 @@ class Contract:
     def __init__(self, document: dict) -> None:
         self.document = document
         self._registry = Registry().with_resource(
-            DOC_URI, Resource(contents=document, specification=DRAFT4))
+            DOC_URI, DRAFT4.create_resource(document))
 
     def operation(self, method: str, path: str) -> Operation:
         """The described operation a concrete request path belongs to."""
@@ -178,7 +179,7 @@ def _refs(node: object) -> list[str]:
     return []
 
 
-def _nullable_to_json_schema(node: object) -> object:
+def _nullable_to_json_schema(node: Any) -> Any:
     if isinstance(node, list):
         return [_nullable_to_json_schema(value) for value in node]
     if not isinstance(node, dict):
@@ -196,7 +197,8 @@ def _nullable_to_json_schema(node: object) -> object:
 
 
 def _resolve(document: dict, ref: str) -> dict:
-    node: object = document
+    node: Any = document  # parsed JSON
     for part in ref.removeprefix("#/").split("/"):
-        node = node[part.replace("~1", "/").replace("~0", "~")]  # type: ignore[index]
-    return node  # type: ignore[return-value]
+        node = node[part.replace("~1", "/").replace("~0", "~")]
+    assert isinstance(node, dict), ref
+    return node

@@ -17,17 +17,17 @@ from pathlib import Path
 import pytest
 
 from fake_github import FakeGitHub, Token
-from onnx_parity.results import ModelResult, OutputComparison, RunResult
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.publishing.github.action import CheckOutcome, CheckRequest, run_action
-from onnx_parity.publishing.github.preflight import installed_constraints
-from onnx_parity.publishing.github.step_results import gate_passed
 from onnx_parity.publishing.github.comment_command import run_comment_command
 from onnx_parity.publishing.github.http import GitHubClient, RetryPolicy
 from onnx_parity.publishing.github.inputs import FailOn
-from onnx_parity.report.serialization import run_to_json
+from onnx_parity.publishing.github.preflight import installed_constraints
+from onnx_parity.publishing.github.step_results import gate_passed
 from onnx_parity.report.markdown import render_markdown
-from onnx_parity.settings.schema import ConfigError
+from onnx_parity.report.serialization import run_to_json
+from onnx_parity.results import ModelResult, OutputComparison, RunResult
+from onnx_parity.settings.values import ConfigError
 from test_action_inputs import example, fork_variant, runner_environment
 from test_workflow_commands import parse_command, parse_output_file
 

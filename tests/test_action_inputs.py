@@ -190,12 +190,14 @@ def test_pull_request_opened_gives_number_head_and_same_repository(tmp_path):
 def test_synchronize_gives_the_new_head(tmp_path):
     payload = example("pull_request", "synchronize")
     event = EventContext.from_environ(runner_environment(tmp_path, "pull_request", payload))
+    assert event.pull_request is not None
     assert event.pull_request.head_sha == payload["pull_request"]["head"]["sha"]
 
 
 def test_a_fork_head_is_a_fork(tmp_path):
     payload = fork_variant(example("pull_request", "opened"))
     event = EventContext.from_environ(runner_environment(tmp_path, "pull_request_target", payload))
+    assert event.pull_request is not None
     assert event.pull_request.is_fork
     assert event.pull_request.head_repository == "mallory/Hello-World"
 
@@ -204,6 +206,7 @@ def test_a_deleted_fork_counts_as_a_fork(tmp_path):
     payload = example("pull_request", "opened")
     payload["pull_request"]["head"]["repo"] = None
     event = EventContext.from_environ(runner_environment(tmp_path, "pull_request", payload))
+    assert event.pull_request is not None
     assert event.pull_request.is_fork and event.pull_request.head_repository is None
 
 
@@ -217,11 +220,13 @@ def test_push_has_no_pull_request_and_links_at_github_sha(tmp_path):
 def test_workflow_run_completed_gives_head_sha_and_listed_prs(tmp_path):
     listed = example("workflow_run", "completed", lambda p: p["workflow_run"]["pull_requests"])
     event = EventContext.from_environ(runner_environment(tmp_path, "workflow_run", listed))
+    assert event.workflow_run is not None
     assert event.workflow_run.pull_request_numbers == tuple(
         pr["number"] for pr in listed["workflow_run"]["pull_requests"])
     assert event.workflow_run.head_sha == listed["workflow_run"]["head_sha"]
     empty = example("workflow_run", "completed", lambda p: not p["workflow_run"]["pull_requests"])
     event = EventContext.from_environ(runner_environment(tmp_path, "workflow_run", empty))
+    assert event.workflow_run is not None
     assert event.workflow_run.pull_request_numbers == ()
 
 

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from bad_repo.harness import (
     BAD_REPO,
     CliRun,

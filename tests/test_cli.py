@@ -10,6 +10,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+
 from bad_repo.harness import CliRun, copy_repo, line_of, run_cli, write_good_samples
 from onnx_parity import __version__
 

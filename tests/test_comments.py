@@ -11,10 +11,10 @@ import logging
 
 import pytest
 
+import openapi_contract
 from fake_github import FakeGitHub, Fault, Token
 from onnx_parity.publishing.github.comments import comment_marker, upsert_comment
 from onnx_parity.publishing.github.http import GitHubClient, RetryPolicy
-import openapi_contract
 from openapi_contract import ContractUnavailable, load_contract
 
 REPO, PR, CONFIG = "octo/app", 7, "onnx-parity.toml"
@@ -293,5 +293,5 @@ def test_contract_rejects_a_wrong_answer(contract):
 
 def test_contract_without_npm_is_a_clear_failure_not_a_skip(tmp_path, monkeypatch):
     monkeypatch.setenv("PATH", str(tmp_path))  # no npm on it, and an empty cache
-    with pytest.raises(ContractUnavailable, match="npm is not installed.*Install Node.js/npm"):
+    with pytest.raises(ContractUnavailable, match=r"npm is not installed.*Install Node.js/npm"):
         openapi_contract.load_contract(tmp_path / "cache")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from onnx_parity.export.capture import CapturedWarning, strip_ansi
+from onnx_parity.ansi import strip_ansi
+from onnx_parity.export.capture import CapturedWarning
 from onnx_parity.export.review import trace_divergence, warning_findings
 from onnx_parity.findings import Severity
 from onnx_parity.settings.schema import AllowWarning

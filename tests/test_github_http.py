@@ -10,6 +10,7 @@ import logging
 import socket
 import time
 import traceback
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,7 @@ def sleep() -> RecordingSleep:
 
 
 def client_for(github: FakeGitHub, sleep: RecordingSleep, token: str = TOKEN,
-               **policy: float) -> GitHubClient:
+               **policy: Any) -> GitHubClient:
     return GitHubClient(github.url, token, RetryPolicy(**{"timeout_seconds": 5.0, **policy}),
                         sleep=sleep, clock=lambda: FIXED_NOW)
 

@@ -51,7 +51,7 @@ def reference_mismatches(torch_value: np.ndarray, onnx_value: np.ndarray, atol: 
         return max(torch_value.size, onnx_value.size)
     with np.errstate(all="ignore"):
         if torch_value.dtype.kind in "biu" and onnx_value.dtype.kind in "biu":
-            pairs = zip(torch_value.ravel().tolist(), onnx_value.ravel().tolist())
+            pairs = zip(torch_value.ravel().tolist(), onnx_value.ravel().tolist(), strict=True)
             return sum(int(a) != int(b) for a, b in pairs)
         ref, cand = torch_value.astype(np.float64), onnx_value.astype(np.float64)
         if torch_value.dtype.kind in "biu":

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
 from bad_repo.harness import (
     BAD_REPO,
     CliRun,
@@ -165,7 +166,7 @@ def test_nothing_is_lost_every_model_in_every_output(runs: FaultRuns) -> None:
 
 
 def test_no_token_reaches_model_code_or_any_output(runs: FaultRuns) -> None:
-    log = (runs.all.out / "prints-environment.log").read_text(encoding="utf-8")
+    log = (runs.all.folder / "prints-environment.log").read_text(encoding="utf-8")
     assert CANARY in log  # the model did print its environment into its log
     for run in (runs.all, runs.jobs_1, runs.jobs_2):
         assert run.out is not None
@@ -187,7 +188,7 @@ def test_jobs_1_and_jobs_2_give_identical_verdicts_and_report(runs: FaultRuns) -
     assert _verdicts(runs.jobs_1) == _verdicts(runs.jobs_2)
     assert _verdicts(runs.jobs_1) == {name: verdict for name, verdict in _verdicts(runs.all).items()
                                       if name != "memory-hog"}
-    one, two = ((run.out / "report.md").read_text(encoding="utf-8").splitlines()
+    one, two = ((run.folder / "report.md").read_text(encoding="utf-8").splitlines()
                 for run in (runs.jobs_1, runs.jobs_2))
     assert one[-1].startswith("<sub>") and two[-1].startswith("<sub>")  # the footer
     assert one[:-1] == two[:-1]

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from onnx_parity.results import RunResult
-from onnx_parity.report.serialization import ReportFormatError, run_from_json, run_to_json
 from onnx_parity.report.markdown import render_markdown
+from onnx_parity.report.serialization import ReportFormatError, run_from_json, run_to_json
+from onnx_parity.results import RunResult
 
 EXPECTED = Path(__file__).parent / "expected"
 sys.path.insert(0, str(EXPECTED))

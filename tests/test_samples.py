@@ -57,7 +57,7 @@ def test_npy_table_entry_keeps_values_dtype_and_hash(repo: Path) -> None:
     ids = np.array([[101, 2023, 102]], dtype=np.int64)
     mask = np.array([[True, True, False]])
     paths = {name: repo / "samples" / f"{name}.npy" for name in ("x", "ids", "mask")}
-    for name, array in zip(paths, (x, ids, mask)):
+    for name, array in zip(paths, (x, ids, mask), strict=True):
         np.save(paths[name], array)
     samples = load_samples(paths, repo)
     assert list(samples.named) == ["x", "ids", "mask"]
@@ -323,4 +323,4 @@ def test_sample_set_is_frozen(repo: Path) -> None:
     samples = load_samples({"x": repo / "samples" / "x.npy"}, repo)
     assert isinstance(samples, SampleSet)
     with pytest.raises(AttributeError):
-        samples.notes = ("changed",)  # type: ignore[misc]
+        setattr(samples, "notes", ("changed",))  # noqa: B010 (a frozen field, on purpose)

@@ -11,7 +11,7 @@ import pytest
 from onnx_parity.settings import schema
 from onnx_parity.settings.loading import load_settings
 from onnx_parity.settings.paths import resolve_inside
-from onnx_parity.settings.schema import ConfigError
+from onnx_parity.settings.values import ConfigError
 
 MODEL = """
 [[model]]
@@ -527,7 +527,8 @@ def test_sample_path_outside_names_the_input_key(tmp_path: Path) -> None:
 
 def test_symlink_leading_outside_is_refused(tmp_path: Path) -> None:
     repo, outside = tmp_path / "repo", tmp_path / "outside"
-    repo.mkdir(), outside.mkdir()
+    repo.mkdir()
+    outside.mkdir()
     (repo / "samples").symlink_to(outside, target_is_directory=True)
     write(repo, MODEL)
     with pytest.raises(ConfigError) as raised:
@@ -593,7 +594,9 @@ def test_relative_repo_argument_is_made_absolute(tmp_path: Path, monkeypatch) ->
     write(tmp_path, MODEL)
     monkeypatch.chdir(tmp_path)
     settings = load_settings(Path("."))
-    assert settings.repo == tmp_path.resolve() and os.path.isabs(settings.models[0].inputs["input"])
+    inputs = settings.models[0].inputs
+    assert isinstance(inputs, dict)
+    assert settings.repo == tmp_path.resolve() and os.path.isabs(inputs["input"])
 
 
 def test_control_characters_from_the_config_are_escaped_in_messages(tmp_path: Path) -> None:

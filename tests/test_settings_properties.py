@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from onnx_parity.settings.loading import ALLOW_WARNING_KEYS, MODEL_KEYS, TOP_KEYS, load_settings
-from onnx_parity.settings.schema import ConfigError, Settings
+from onnx_parity.settings.schema import Settings
+from onnx_parity.settings.values import ConfigError
 
 PROPERTY = settings(max_examples=200, deadline=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -123,6 +124,7 @@ def toml_value(value: object) -> str:
         return value.isoformat()
     if isinstance(value, list):
         return "[" + ", ".join(toml_value(item) for item in value) + "]"
+    assert isinstance(value, dict)
     return "{" + ", ".join(f"{json.dumps(k, ensure_ascii=False)} = {toml_value(v)}" for k, v in value.items()) + "}"
 
 

@@ -30,7 +30,10 @@ def make_job(
 
 
 def pool_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")]),
+    }
 
 
 class Events:
@@ -47,7 +50,9 @@ class Events:
         return [step for seen_key, step, _, _ in self.seen if seen_key == key]
 
     def arrival(self, key: str, step: str) -> float:
-        return next(at for seen_key, seen_step, _, at in self.seen if (seen_key, seen_step) == (key, step))
+        return next(
+            at for seen_key, seen_step, _, at in self.seen if (seen_key, seen_step) == (key, step)
+        )
 
 
 @pytest.fixture(scope="module")
@@ -99,8 +104,10 @@ def test_hang_times_out_with_its_stack_in_the_log_and_the_others_finish(
     # The SIGUSR1 stack dump before the kill, cut to the innermost frames, without our own.
     assert "most recent call first" in hang.failure.log_tail
     assert re.search(r"line \d+ in _stuck_here\n.*line \d+ in _descend\n", hang.failure.log_tail)
-    assert "  ..." in hang.failure.log_tail.splitlines() and "zygote.py" not in hang.failure.log_tail
-    assert [outcome.result["value"] for outcome in outcomes[1:]] == [1, 2]  # type: ignore[index]
+    assert (
+        "  ..." in hang.failure.log_tail.splitlines() and "zygote.py" not in hang.failure.log_tail
+    )
+    assert [outcome.result["value"] for outcome in outcomes[1:]] == [1, 2]
     assert events.steps("hang") == ["started", "hanging", "timeout"]
 
 
@@ -151,7 +158,9 @@ def test_a_model_cannot_change_the_next_models_process(
 
 
 def test_results_do_not_depend_on_how_many_run_at_once(pools: dict[int, WorkerPool]) -> None:
-    jobs = [make_job(f"state{i}", "report_state") for i in range(3)] + [make_job("value", "echo", value=7)]
+    jobs = [make_job(f"state{i}", "report_state") for i in range(3)] + [
+        make_job("value", "echo", value=7)
+    ]
     one = [outcome.result for outcome in run(pools[1], jobs)[0]]
     two = [outcome.result for outcome in run(pools[2], jobs)[0]]
     # torch picks a random seed at import, so each zygote has its own unseeded draw (the model
@@ -167,12 +176,15 @@ def test_outcomes_keep_the_order_of_the_jobs_not_of_finishing(pools: dict[int, W
     outcomes, events = run(pools[2], jobs)
     assert [outcome.key for outcome in outcomes] == ["slow", "fast"]
     assert events.arrival("fast", "finished") < events.arrival("slow", "finished")
-    assert outcomes[0].result == 1.5 and outcomes[1].result["value"] == "f"  # type: ignore[index]
+    assert outcomes[0].result == 1.5 and outcomes[1].result["value"] == "f"
 
 
 def test_timeout_counts_from_the_models_own_start(pools: dict[int, WorkerPool]) -> None:
     # jobs=1: "late" waits ~3 s for "first", then still gets its full 3 s.
-    jobs = [make_job("first", "sleep", seconds=3.0), make_job("late", "sleep", timeout=3.0, seconds=1.5)]
+    jobs = [
+        make_job("first", "sleep", seconds=3.0),
+        make_job("late", "sleep", timeout=3.0, seconds=1.5),
+    ]
     outcomes, events = run(pools[1], jobs)
     assert [outcome.failure for outcome in outcomes] == [None, None]
     assert events.arrival("late", "started") >= 3.0
@@ -202,7 +214,9 @@ def test_a_dead_zygote_fails_every_unfinished_job_and_stops_their_workers(tmp_pa
     assert re.fullmatch(zygote + ".* while this model ran", details[0])
     assert re.fullmatch(zygote + ".* while this model ran", details[1])
     assert re.fullmatch(zygote + ".* before this model started", details[2])
-    sleeper = int(next(step for step in events.steps("sleeper") if step.startswith("pid ")).split()[1])
+    sleeper = int(
+        next(step for step in events.steps("sleeper") if step.startswith("pid ")).split()[1]
+    )
     assert _gone_or_zombie(sleeper)
 
 
@@ -217,7 +231,9 @@ def _gone_or_zombie(pid: int) -> bool:
 
 def test_the_pool_side_does_not_import_torch() -> None:
     code = "import sys, onnx_parity.pipeline.torch_pool; print('torch' in sys.modules)"
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    )
     assert result.stdout.strip() == "False"
 
 
@@ -230,18 +246,20 @@ def test_overhead_and_warm_export_figures(pools: dict[int, WorkerPool]) -> None:
         worker_jobs.echo({"value": index}, Path("."), lambda step: None)
     in_process = (time.perf_counter() - began) / count
     began = time.perf_counter()
-    outcomes = [run(pool, [make_job(f"echo{index}", "echo", value=index)])[0][0] for index in range(count)]
+    outcomes = [
+        run(pool, [make_job(f"echo{index}", "echo", value=index)])[0][0] for index in range(count)
+    ]
     per_job = (time.perf_counter() - began) / count
     (cnn,), _ = run(pool, [make_job("cnn", "export_small_cnn")])
     assert all(outcome.failure is None for outcome in outcomes) and cnn.failure is None
     export, fresh = cnn.result, outcomes[0].result
-    assert export["max_abs_diff"] < 1e-4  # type: ignore[index]
+    assert export["max_abs_diff"] < 1e-4
     assert per_job < 1.0 and pool.startup_seconds is not None
     print(
         f"\nzygote import + warm-up: {pool.startup_seconds:.2f} s"
         f"\ntrivial job: {per_job * 1000:.0f} ms per job through the pool, "
         f"{in_process * 1e6:.0f} us in-process"
-        f"\nfresh worker memory: {fresh['memory']}"  # type: ignore[index]
-        f"\nsmall CNN dynamo export in a worker: {export['export_seconds']:.2f} s, "  # type: ignore[index]
-        f"whole job {cnn.seconds:.2f} s, memory after: {export['memory']}"  # type: ignore[index]
+        f"\nfresh worker memory: {fresh['memory']}"
+        f"\nsmall CNN dynamo export in a worker: {export['export_seconds']:.2f} s, "
+        f"whole job {cnn.seconds:.2f} s, memory after: {export['memory']}"
     )

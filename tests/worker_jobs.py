@@ -14,6 +14,7 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 WORKER_JOBS = "worker_jobs:dispatch"
 INJECTED_MODULE = "onnx_parity_test_injected_module"
@@ -21,27 +22,27 @@ INJECTED_MODULE = "onnx_parity_test_injected_module"
 Progress = Callable[[str], None]
 
 
-def dispatch(payload: dict[str, object], workdir: Path, progress: Progress) -> object:
+def dispatch(payload: dict[str, Any], workdir: Path, progress: Progress) -> object:
     return JOBS[str(payload["job"])](payload, workdir, progress)
 
 
-def echo(payload: dict[str, object], workdir: Path, progress: Progress) -> dict[str, object]:
+def echo(payload: dict[str, Any], workdir: Path, progress: Progress) -> dict[str, object]:
     progress("echoing")
     print(f"echo job in pid {os.getpid()}")
     return {"value": payload.get("value"), "pid": os.getpid(), "memory": own_memory_kb()}
 
 
-def segfault(payload: dict[str, object], workdir: Path, progress: Progress) -> None:
+def segfault(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
     print("about to read address 0")  # no flush: the worker's stdout must be line-buffered
     ctypes.string_at(0)
 
 
-def abort(payload: dict[str, object], workdir: Path, progress: Progress) -> None:
+def abort(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
     print("about to abort")
     os.abort()
 
 
-def hang_forever(payload: dict[str, object], workdir: Path, progress: Progress) -> None:
+def hang_forever(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
     progress("hanging")
     _descend(20)  # a deep stack, like a hang inside an exporter
 
@@ -57,22 +58,22 @@ def _stuck_here() -> None:
         time.sleep(0.1)
 
 
-def sleep(payload: dict[str, object], workdir: Path, progress: Progress) -> float:
+def sleep(payload: dict[str, Any], workdir: Path, progress: Progress) -> float:
     progress(f"pid {os.getpid()}")
-    time.sleep(float(payload["seconds"]))  # type: ignore[arg-type]
-    return float(payload["seconds"])  # type: ignore[arg-type]
+    time.sleep(float(payload["seconds"]))
+    return float(payload["seconds"])
 
 
-def grow_memory(payload: dict[str, object], workdir: Path, progress: Progress) -> int:
+def grow_memory(payload: dict[str, Any], workdir: Path, progress: Progress) -> int:
     import numpy
 
-    megabytes = int(payload["mb"])  # type: ignore[call-overload]
+    megabytes = int(payload["mb"])
     block = numpy.ones(megabytes * 1024 * 1024, dtype=numpy.uint8)  # ones: every page touched
     time.sleep(0.3)  # hold it long enough for one poll of the resident set
     return int(block[::4096].sum())
 
 
-def native_stderr(payload: dict[str, object], workdir: Path, progress: Progress) -> str:
+def native_stderr(payload: dict[str, Any], workdir: Path, progress: Progress) -> str:
     """A raw fd-2 write, then a real onnxruntime kernel failure, which ORT logs natively."""
     import numpy
     import onnxruntime
@@ -90,7 +91,9 @@ def native_stderr(payload: dict[str, object], workdir: Path, progress: Progress)
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
-    session = onnxruntime.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    session = onnxruntime.InferenceSession(
+        model.SerializeToString(), providers=["CPUExecutionProvider"]
+    )
     try:
         session.run(None, {"a": numpy.ones(3, numpy.float32), "b": numpy.ones(4, numpy.float32)})
     except Exception as error:  # the expected shape error; its native log line is what we test
@@ -98,7 +101,9 @@ def native_stderr(payload: dict[str, object], workdir: Path, progress: Progress)
     return "no error"
 
 
-def change_global_state(payload: dict[str, object], workdir: Path, progress: Progress) -> dict[str, object]:
+def change_global_state(
+    payload: dict[str, Any], workdir: Path, progress: Progress
+) -> dict[str, object]:
     """Everything a careless model file might do to the process it runs in."""
     import torch
 
@@ -107,11 +112,13 @@ def change_global_state(payload: dict[str, object], workdir: Path, progress: Pro
     torch.set_default_dtype(torch.float64)
     sys.modules[INJECTED_MODULE] = type(sys)(INJECTED_MODULE)
     sys.path.insert(0, str(workdir / "model-code"))
-    torch.relu = lambda tensor: tensor  # type: ignore[assignment]
+    setattr(torch, "relu", lambda tensor: tensor)  # noqa: B010 (what a vandal would do)
     return report_state(payload, workdir, progress)
 
 
-def report_state(payload: dict[str, object], workdir: Path, progress: Progress) -> dict[str, object]:
+def report_state(
+    payload: dict[str, Any], workdir: Path, progress: Progress
+) -> dict[str, object]:
     import torch
 
     # Large enough for ATen's OpenMP parallel_for and MKL's threads: a worker forked after the
@@ -132,27 +139,30 @@ def report_state(payload: dict[str, object], workdir: Path, progress: Progress) 
     }
 
 
-def _seeded_draw(torch: object) -> list[float]:
-    torch.manual_seed(0)  # type: ignore[attr-defined]
-    return torch.rand(3).tolist()  # type: ignore[attr-defined]
+def _seeded_draw(torch: Any) -> list[float]:
+    torch.manual_seed(0)
+    draw: list[float] = torch.rand(3).tolist()
+    return draw
 
 
-def raise_error(payload: dict[str, object], workdir: Path, progress: Progress) -> None:
+def raise_error(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
     print("about to raise")
     raise ValueError("the model file has a typo")
 
 
-def exit_without_result(payload: dict[str, object], workdir: Path, progress: Progress) -> None:
+def exit_without_result(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
     os._exit(0)
 
 
-def kill_zygote(payload: dict[str, object], workdir: Path, progress: Progress) -> None:
-    time.sleep(float(payload["after"]))  # type: ignore[arg-type]
+def kill_zygote(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
+    time.sleep(float(payload["after"]))
     os.kill(os.getppid(), signal.SIGKILL)
     time.sleep(30)
 
 
-def export_small_cnn(payload: dict[str, object], workdir: Path, progress: Progress) -> dict[str, object]:
+def export_small_cnn(
+    payload: dict[str, Any], workdir: Path, progress: Progress
+) -> dict[str, object]:
     """The real workload in miniature: dynamo export, then onnxruntime against torch."""
     import numpy
     import onnxruntime
@@ -168,11 +178,16 @@ def export_small_cnn(payload: dict[str, object], workdir: Path, progress: Progre
     sample = torch.randn(2, 3, 16, 16)
     began = time.monotonic()
     program = torch.onnx.export(
-        model, (sample,), dynamo=True, verbose=False, dynamic_shapes=({0: torch.export.Dim("batch")},)
+        model,
+        (sample,),
+        dynamo=True,
+        verbose=False,
+        dynamic_shapes=({0: torch.export.Dim("batch")},),
     )
     export_seconds = time.monotonic() - began
     progress("exported")
     path = workdir / "small_cnn.onnx"
+    assert program is not None  # the dynamo exporter always returns its program
     program.save(str(path))
     session = onnxruntime.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     batch = torch.randn(5, 3, 16, 16)

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
 from onnx_parity import __version__
-
 from onnx_parity.errors import ExitCode, UserError, exit_code_for
 
 if TYPE_CHECKING:  # the real imports stay inside the functions: --help must not load them

@@ -139,6 +139,14 @@ CATALOGUE: dict[str, CodeInfo] = {
 }
 
 
+def default_severity(code: str) -> Severity:
+    return CATALOGUE[code].severity
+
+
+# A Finding made without a severity gets its code's from the catalogue (in __post_init__).
+_CATALOGUE_SEVERITY = cast(Severity, None)
+
+
 @dataclass(frozen=True)
 class Finding:
     """One thing found about a model, with the evidence a reader needs to act."""
@@ -150,8 +158,7 @@ class Finding:
     fix: str | None = None
     evidence: str | None = None
     allowed_by: str | None = None
-    # Left out: the catalogue's severity for the code (filled in by __post_init__).
-    severity: Severity = cast(Severity, None)
+    severity: Severity = _CATALOGUE_SEVERITY
     details: dict[str, object] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -160,12 +167,13 @@ class Finding:
         # An explained warning stays visible as a note; otherwise the catalogue decides
         # unless the producer chose deliberately (e.g. a tracer warning in an installed
         # library is a warning, not an error, since the user cannot change that code).
+        given = getattr(self, "severity")  # noqa: B009 (None when left out: not a Severity yet)
         if self.allowed_by is not None:
             object.__setattr__(self, "severity", Severity.NOTE)
-        elif self.severity is None:
+        elif given is None:
             object.__setattr__(self, "severity", CATALOGUE[self.code].severity)
         else:
-            object.__setattr__(self, "severity", Severity(self.severity))
+            object.__setattr__(self, "severity", Severity(given))
 
     @property
     def suggested_fix(self) -> str:

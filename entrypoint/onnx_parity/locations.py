@@ -49,7 +49,8 @@ def innermost_user_frame(frames: Iterable[tuple[str, int]], repo: Path) -> Locat
 
 def traceback_frames(error: BaseException) -> list[tuple[str, int]]:
     """The frames of an exception's traceback, outermost first."""
-    return [(frame.filename, frame.lineno or 0) for frame in traceback.extract_tb(error.__traceback__)]
+    frames = traceback.extract_tb(error.__traceback__)
+    return [(frame.filename, frame.lineno or 0) for frame in frames]
 
 
 def text_frames(text: str) -> list[tuple[str, int]]:

@@ -85,6 +85,12 @@ class CliRun:
     seconds: float
     out: Path | None
 
+    @property
+    def folder(self) -> Path:
+        """The output folder (runs made with an `out`)."""
+        assert self.out is not None
+        return self.out
+
     def report(self) -> dict:
         assert self.out is not None
         return json.loads((self.out / "report.json").read_text(encoding="utf-8"))

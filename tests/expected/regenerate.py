@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
-from onnx_parity.report.serialization import run_from_json
 from onnx_parity.report.markdown import render_markdown
+from onnx_parity.report.serialization import run_from_json
 
 HERE = Path(__file__).parent
 FOOTER = "onnx-parity expected-file footer"

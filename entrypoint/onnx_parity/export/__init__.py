@@ -1,1 +1,1 @@
-"""Stage 3: turn the built model into ONNX with the configured exporters, capturing everything they say."""
+"""Stage 3: the built model to ONNX with the configured exporters, and every export finding."""

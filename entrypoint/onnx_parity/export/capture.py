@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from onnx_parity.ansi import strip_ansi
 
+
 @dataclass(frozen=True)
 class CapturedWarning:
     category: str
@@ -90,8 +91,8 @@ def native_output(fds: tuple[int, ...]) -> Iterator[list[str]]:
     Yields a list that receives the captured lines (ANSI stripped) when the block ends.
     """
     if _writes_to_log(fds):
-        with _read_back(fds[0]) as lines:
-            yield lines
+        with _read_back(fds[0]) as logged:
+            yield logged
         return
     lines: list[str] = []
     sys.stdout.flush()

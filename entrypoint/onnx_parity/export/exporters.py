@@ -35,18 +35,17 @@ def export(exporter: str, request: ExportRequest) -> Exported:
     """Run one exporter; raises ExportFailure with the classified evidence."""
     run = _dynamo if exporter == "dynamo" else _torchscript
     started = time.perf_counter()
+    failure: Exception | None = None
     with captured() as capture:
         try:
             model_bytes = run(request)
         except Exception as error:  # every exporter failure becomes evidence, never a crash
             failure = error
-        else:
-            failure = None
     seconds = time.perf_counter() - started
     if failure is not None:
-        error = classify(exporter, failure, capture.output, tuple(capture.warnings), seconds)
-        error.output_logged = capture.logged
-        raise error
+        classified = classify(exporter, failure, capture.output, tuple(capture.warnings), seconds)
+        classified.output_logged = capture.logged
+        raise classified
     return Exported(exporter, model_bytes, tuple(capture.warnings), capture.output, seconds,
                     capture.logged)
 
@@ -69,7 +68,10 @@ def _dynamo(request: ExportRequest) -> bytes:
         verbose=False,
         report=False,
     )
-    return program.model_proto.SerializeToString()
+    if program is None:  # torch's hints allow it; the dynamo exporter always returns one
+        raise RuntimeError("torch.onnx.export(dynamo=True) returned no ONNXProgram")
+    data: bytes = program.model_proto.SerializeToString()
+    return data
 
 
 def _torchscript(request: ExportRequest) -> bytes:
@@ -80,7 +82,7 @@ def _torchscript(request: ExportRequest) -> bytes:
     torch.onnx.export(
         request.module,
         request.args,
-        buffer,
+        buffer,  # type: ignore[arg-type]  # the legacy exporter writes to files; hints say paths
         dynamo=False,
         opset_version=request.opset,
         input_names=list(request.input_names),

@@ -47,15 +47,14 @@ def classify(exporter: str, error: BaseException, output: str,
     text = str(error)
     message = summarize(error)
     frames = tuple(text_frames(strip_ansi(text)))
-    extra = dict(output=output, warnings=warnings, seconds=seconds)
+    kind, operator = "export-error", None
     if names & {"GuardOnDataDependentSymNode", "UserError"} and "data-dependent" in text:
-        return ExportFailure(exporter, "data-dependent-branch", message, frames=frames, **extra)
-    if "UnsupportedOperatorError" in names or _mentions_unsupported(text):
-        operator = _operator(text)
-        located = frames or _graph_frames(operator, output)
-        return ExportFailure(exporter, "unsupported-operator", message, operator=operator,
-                             frames=located, **extra)
-    return ExportFailure(exporter, "export-error", message, frames=frames, **extra)
+        kind = "data-dependent-branch"
+    elif "UnsupportedOperatorError" in names or _mentions_unsupported(text):
+        kind, operator = "unsupported-operator", _operator(text)
+        frames = frames or _graph_frames(operator, output)
+    return ExportFailure(exporter, kind, message, operator=operator, frames=frames,
+                         output=output, warnings=warnings, seconds=seconds)
 
 
 def _chain(error: BaseException) -> list[BaseException]:

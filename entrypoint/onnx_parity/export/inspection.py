@@ -1,10 +1,15 @@
-"""Read the exported model back: is it valid ONNX, at the opset asked for, with the axes declared?"""
+"""Read the exported model back: its opset, its inputs' and outputs' dims, the checker's word."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from onnx_parity.ansi import strip_ansi
+
+if TYPE_CHECKING:  # onnx is imported when a model is inspected, not with this module
+    from onnx import ModelProto, TensorShapeProto, ValueInfoProto
 
 Dims = tuple[int | str | None, ...]
 
@@ -31,20 +36,20 @@ def inspect_model(model_bytes: bytes) -> ModelFacts:
     )
 
 
-def _default_opset(proto: object) -> int | None:
-    for entry in proto.opset_import:  # type: ignore[attr-defined]
+def _default_opset(proto: ModelProto) -> int | None:
+    for entry in proto.opset_import:
         if entry.domain in ("", "ai.onnx"):
             return int(entry.version)
     return None
 
 
-def _initializers(proto: object) -> set[str]:
-    return {tensor.name for tensor in proto.graph.initializer}  # type: ignore[attr-defined]
+def _initializers(proto: ModelProto) -> set[str]:
+    return {tensor.name for tensor in proto.graph.initializer}
 
 
-def _dims(values: object, skip: set[str]) -> dict[str, Dims]:
+def _dims(values: Iterable[ValueInfoProto], skip: set[str]) -> dict[str, Dims]:
     found: dict[str, Dims] = {}
-    for value in values:  # type: ignore[attr-defined]
+    for value in values:
         if value.name in skip:
             continue
         shape = value.type.tensor_type.shape
@@ -52,15 +57,15 @@ def _dims(values: object, skip: set[str]) -> dict[str, Dims]:
     return found
 
 
-def _dim(dim: object) -> int | str | None:
-    if dim.HasField("dim_value"):  # type: ignore[attr-defined]
-        return int(dim.dim_value)  # type: ignore[attr-defined]
-    if dim.HasField("dim_param"):  # type: ignore[attr-defined]
-        return str(dim.dim_param)  # type: ignore[attr-defined]
+def _dim(dim: TensorShapeProto.Dimension) -> int | str | None:
+    if dim.HasField("dim_value"):
+        return int(dim.dim_value)
+    if dim.HasField("dim_param"):
+        return str(dim.dim_param)
     return None
 
 
-def _check(proto: object) -> str | None:
+def _check(proto: ModelProto) -> str | None:
     import onnx
 
     try:

@@ -14,11 +14,15 @@ from typing import Any
 
 from onnx_parity.export.capture import CapturedWarning
 from onnx_parity.export.export_batch import choose_export_batch
-from onnx_parity.export.exporters import ExportRequest, Exported, export
+from onnx_parity.export.exporters import Exported, ExportRequest, export
 from onnx_parity.export.failures import ExportFailure
 from onnx_parity.export.inspection import inspect_model
-from onnx_parity.export.review import (fallback_findings, merge_branches, trace_divergence,
-                                       warning_findings)
+from onnx_parity.export.review import (
+    fallback_findings,
+    merge_branches,
+    trace_divergence,
+    warning_findings,
+)
 from onnx_parity.findings import Finding
 from onnx_parity.models.binding import BoundInputs
 from onnx_parity.models.reference import as_tensors, batch_arrays
@@ -41,7 +45,8 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -
     batch, frozen = choose_export_batch(module, bound, spec)
     request = _request(module, bound, spec, start=0, batch=batch)
     exported, failures = _try_exporters(spec.exporters, request)
-    attempts = tuple(_attempt(item) for item in (*failures, *([exported] if exported else [])))
+    tried: list[Exported | ExportFailure] = [*failures, *([exported] if exported else [])]
+    attempts = tuple(_attempt(item) for item in tried)
     findings = fallback_findings(failures, exported, repo, spec.allow_warnings)
     if exported is not None:
         findings += warning_findings(exported.warnings, repo, spec.allow_warnings)

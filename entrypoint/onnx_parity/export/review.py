@@ -14,7 +14,7 @@ from pathlib import Path
 from onnx_parity.export.capture import CapturedWarning
 from onnx_parity.export.exporters import Exported
 from onnx_parity.export.failures import ExportFailure
-from onnx_parity.findings import Finding, Severity
+from onnx_parity.findings import Finding, Severity, default_severity
 from onnx_parity.locations import innermost_user_frame, repo_relative
 from onnx_parity.settings.schema import AllowWarning
 
@@ -32,7 +32,8 @@ def failure_finding(error: ExportFailure, repo: Path,
         return Finding(
             "unsupported-operator",
             f"{error.exporter} cannot export {operator} ({handled}): {error.message}",
-            file=file, line=line, severity=Severity.NOTE if fallback_used else None,
+            file=file, line=line,
+            severity=Severity.NOTE if fallback_used else default_severity("unsupported-operator"),
             details={"operator": operator, "exporter": error.exporter, "handled": fallback_used},
         )
     if error.kind == "data-dependent-branch":
@@ -45,7 +46,8 @@ def failure_finding(error: ExportFailure, repo: Path,
             ),
             allowed,
         )
-    return Finding("export-error", f"{error.exporter} failed: {error.message}", file=file, line=line)
+    return Finding("export-error", f"{error.exporter} failed: {error.message}", file=file,
+                   line=line)
 
 
 def warning_findings(warnings: tuple[CapturedWarning, ...], repo: Path,
@@ -72,7 +74,7 @@ def _tracer_finding(warning: CapturedWarning, repo: Path) -> Finding:
         code,
         f"TracerWarning at {where}: {_first_sentence(warning.message)}",
         file=file, line=line, evidence=warning.message,
-        severity=None if file else Severity.WARNING,
+        severity=default_severity(code) if file else Severity.WARNING,
     )
 
 
@@ -90,7 +92,7 @@ def trace_divergence(first: tuple[str, ...], second: tuple[str, ...],
 
 
 def _diff(first: tuple[str, ...], second: tuple[str, ...]) -> str:
-    for index, (a, b) in enumerate(zip(first, second)):
+    for index, (a, b) in enumerate(zip(first, second, strict=False)):
         if a != b:
             return f"node {index} is {a} in one and {b} in the other"
     return "one graph is a prefix of the other"

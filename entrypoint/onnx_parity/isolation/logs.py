@@ -15,7 +15,8 @@ DUMP_HEADER = re.compile(r"(Current thread|Thread) 0x[0-9a-f]+ \(most recent cal
 _FRAME = re.compile(r'  File ".*", line \d+ in ')
 # The isolation machinery's own frames, at the bottom of every dump: not the model's.
 _OUR_FRAME = re.compile(
-    r'  File "(<frozen runpy>|.*[/\\]onnx_parity[/\\]isolation[/\\](zygote|worker)\.py)"')
+    r'  File "(<frozen runpy>|.*[/\\]onnx_parity[/\\]isolation[/\\](zygote|worker)\.py)"'
+)
 
 
 def read_log_tail(path: Path, lines: int = LOG_TAIL_LINES) -> str:

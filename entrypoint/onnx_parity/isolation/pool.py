@@ -17,11 +17,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
+from typing import Any, Self
 
 from onnx_parity.errors import OnnxParityError
 from onnx_parity.isolation.logs import read_log_tail
 from onnx_parity.isolation.processes import describe_exit, dump_stacks, kill_group, resident_set_mb
-from onnx_parity.isolation.protocol import JobReturn, job_path, log_path, result_path
+from onnx_parity.isolation.protocol import JobReturn, Message, job_path, log_path, result_path
 from onnx_parity.isolation.zygote_process import ZygoteProcess
 
 # How often timeouts and resident sets are checked; also the pool's reaction time.
@@ -57,7 +58,7 @@ class WorkerFailure:
 @dataclass(frozen=True)
 class JobOutcome:
     key: str
-    result: object | None  # what the job function returned (None on failure)
+    result: Any  # what the job function returned, unpickled (None on failure)
     failure: WorkerFailure | None
     seconds: float
     log_path: Path
@@ -76,7 +77,9 @@ class WorkerPool:
         preload: str | None = None,
     ) -> None:
         if ":" not in job_function:
-            raise WorkerPoolError(f"job function {job_function!r} must be written 'module:callable'")
+            raise WorkerPoolError(
+                f"job function {job_function!r} must be written 'module:callable'"
+            )
         if jobs < 1:
             raise WorkerPoolError(f"jobs must be at least 1, got {jobs}")
         self._job_function = job_function
@@ -87,10 +90,11 @@ class WorkerPool:
         self._preload = preload  # module:function(warm_up) the zygote runs once, or None
         self._zygote: ZygoteProcess | None = None
 
-    def __enter__(self) -> WorkerPool:
+    def __enter__(self) -> Self:
         self._workdir.mkdir(parents=True, exist_ok=True)
-        self._zygote = ZygoteProcess.start(self._job_function, self._workdir, self._env, self._warm_up,
-                                           self._preload)
+        self._zygote = ZygoteProcess.start(
+            self._job_function, self._workdir, self._env, self._warm_up, self._preload
+        )
         return self
 
     def __exit__(
@@ -144,7 +148,9 @@ class _Active:
 
 
 class _Run:
-    def __init__(self, zygote: ZygoteProcess, workdir: Path, jobs: int, on_event: EventCallback) -> None:
+    def __init__(
+        self, zygote: ZygoteProcess, workdir: Path, jobs: int, on_event: EventCallback
+    ) -> None:
         self.zygote = zygote
         self.workdir = workdir
         self.slots = jobs
@@ -175,18 +181,18 @@ class _Run:
             self.active[job.key] = _Active(job)
             self.zygote.send({"op": "run", "key": job.key, "job": str(path)})
 
-    def _handle(self, events: list[dict[str, object]]) -> None:
+    def _handle(self, events: list[Message]) -> None:
         for event in events:
             key = str(event.get("key"))
             if key not in self.active:
                 continue
             kind = event.get("event")
             if kind == "started":
-                self._started(self.active[key], int(event["pid"]))  # type: ignore[call-overload]
+                self._started(self.active[key], int(event["pid"]))
             elif kind == "progress":
-                self.on_event(key, str(event["step"]), float(event["t"]))  # type: ignore[arg-type]
+                self.on_event(key, str(event["step"]), float(event["t"]))
             elif kind == "exited":
-                self._finish(self.active.pop(key), int(event["status"]))  # type: ignore[call-overload]
+                self._finish(self.active.pop(key), int(event["status"]))
             elif kind == "fork-failed":
                 self._not_forked(self.active.pop(key), str(event["error"]))
 
@@ -235,7 +241,9 @@ class _Run:
 
     def _not_forked(self, active: _Active, error: str) -> None:
         key = active.job.key
-        self.outcomes[key] = self._failed(key, "crash", f"the zygote could not fork a worker: {error}", 0.0)
+        self.outcomes[key] = self._failed(
+            key, "crash", f"the zygote could not fork a worker: {error}", 0.0
+        )
         self.on_event(key, "crash", 0.0)
 
     def _collected(self, key: str, seconds: float) -> JobOutcome:
@@ -266,7 +274,9 @@ class _Run:
             self.outcomes[key] = self._orphaned(key, f"{death} while this model ran", seconds)
             self.on_event(key, "crash", seconds)
         for job in self.queue:
-            self.outcomes[job.key] = self._orphaned(job.key, f"{death} before this model started", 0.0)
+            self.outcomes[job.key] = self._orphaned(
+                job.key, f"{death} before this model started", 0.0
+            )
             self.on_event(job.key, "crash", 0.0)
         self.active.clear()
         self.queue.clear()
@@ -277,5 +287,3 @@ class _Run:
             failure = WorkerFailure(key, "crash", detail, read_log_tail(self.zygote.log), seconds)
             outcome = JobOutcome(key, None, failure, seconds, outcome.log_path)
         return outcome
-
-

@@ -17,7 +17,10 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+# One protocol line, parsed: JSON values.
+Message = dict[str, Any]
 # POSIX guarantees writes up to PIPE_BUF (4096 on Linux) to a pipe are atomic.
 MAX_LINE_BYTES = 4000
 _STEP_CHARS = 1000
@@ -43,18 +46,20 @@ def job_path(workdir: Path, key: str) -> Path:
     return workdir / f"{key}.job.pickle"
 
 
-def encode(message: dict[str, object]) -> bytes:
+def encode(message: Message) -> bytes:
     """One protocol line; a long `step` is cut so the line stays atomic on the pipe."""
     step = message.get("step")
     if isinstance(step, str) and len(step) > _STEP_CHARS:
         message = {**message, "step": step[:_STEP_CHARS] + "..."}
     line = (json.dumps(message, ensure_ascii=True) + "\n").encode("ascii")
     if len(line) > MAX_LINE_BYTES:
-        raise ValueError(f"protocol line of {len(line)} bytes is over {MAX_LINE_BYTES}: {line[:200]!r}")
+        raise ValueError(
+            f"protocol line of {len(line)} bytes is over {MAX_LINE_BYTES}: {line[:200]!r}"
+        )
     return line
 
 
-def send(fd: int, message: dict[str, object]) -> None:
+def send(fd: int, message: Message) -> None:
     os.write(fd, encode(message))
 
 
@@ -64,6 +69,6 @@ class LineBuffer:
     def __init__(self) -> None:
         self._pending = b""
 
-    def feed(self, data: bytes) -> list[dict[str, object]]:
+    def feed(self, data: bytes) -> list[Message]:
         *complete, self._pending = (self._pending + data).split(b"\n")
         return [json.loads(line) for line in complete if line.strip()]

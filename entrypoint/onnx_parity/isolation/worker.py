@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import faulthandler
 import importlib
+import io
 import os
 import pickle
 import signal
@@ -25,7 +26,9 @@ from onnx_parity.isolation.protocol import JobReturn, log_path, result_path, sen
 _STACK_DUMPS: TextIO | None = None
 
 
-def run_worker(key: str, job_file: Path, workdir: Path, job_function: str, protocol_fd: int) -> NoReturn:
+def run_worker(
+    key: str, job_file: Path, workdir: Path, job_function: str, protocol_fd: int
+) -> NoReturn:
     """The forked child: run the job with output in the model's log, leave the result, exit."""
     status = 1
     try:
@@ -54,21 +57,27 @@ def _redirect_output(log: Path) -> None:
     os.dup2(stdin, 0)
     os.close(stdin)
     # Line buffering: what a model printed just before a segfault is still in the log.
-    sys.stdout.reconfigure(line_buffering=True)  # type: ignore[union-attr]
-    sys.stderr.reconfigure(line_buffering=True)  # type: ignore[union-attr]
+    for stream in (sys.stdout, sys.stderr):
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(line_buffering=True)
     # Stacks go to a private copy of the log's fd: model code (or our own export capture) may
     # point fd 2 elsewhere for a while, and a dump written there would be lost with the worker.
     global _STACK_DUMPS
     _STACK_DUMPS = os.fdopen(os.dup(2), "w")
     faulthandler.enable(file=_STACK_DUMPS, all_threads=True)
-    # The pool sends SIGUSR1 before killing a model that timed out: the log then shows where it hung.
+    # The pool sends SIGUSR1 before killing a model that timed out: the log shows where it hung.
     faulthandler.register(signal.SIGUSR1, file=_STACK_DUMPS, all_threads=True)
 
 
 def _progress_reporter(key: str, started: float, protocol_fd: int) -> Callable[[str], None]:
     def progress(step: str) -> None:
         try:
-            event = {"event": "progress", "key": key, "step": str(step), "t": time.monotonic() - started}
+            event = {
+                "event": "progress",
+                "key": key,
+                "step": str(step),
+                "t": time.monotonic() - started,
+            }
             send(protocol_fd, event)
         except OSError:
             pass  # the pool is gone; the zygote will stop this worker
@@ -91,7 +100,8 @@ def _call_job(
 
 def import_function(spec: str) -> Callable[..., object]:
     module_name, _, name = spec.partition(":")
-    return getattr(importlib.import_module(module_name), name)
+    function: Callable[..., object] = getattr(importlib.import_module(module_name), name)
+    return function
 
 
 def _write_outcome(path: Path, outcome: JobReturn) -> None:

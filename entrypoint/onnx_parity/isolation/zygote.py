@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from onnx_parity.isolation.processes import kill_group
-from onnx_parity.isolation.protocol import LineBuffer, send
+from onnx_parity.isolation.protocol import LineBuffer, Message, send
 from onnx_parity.isolation.worker import flush_stdio, import_function, run_worker
 
 
@@ -36,8 +36,9 @@ def _preload(preload: str | None, warm_up: bool) -> str:
         function = import_function(preload)
         return str(function(warm_up))
     except Exception as error:  # children will meet the same error and report it per job
-        print(f"onnx-parity zygote: preload {preload} failed: {error!r}", file=sys.stderr,
-              flush=True)
+        print(
+            f"onnx-parity zygote: preload {preload} failed: {error!r}", file=sys.stderr, flush=True
+        )
         return f"failed: {error!r}"
 
 
@@ -50,8 +51,11 @@ def _preimport(job_function: str) -> None:
     try:
         importlib.import_module(job_function.partition(":")[0])
     except Exception as error:
-        print(f"onnx-parity zygote: pre-import of {job_function} failed: {error!r}",
-              file=sys.stderr, flush=True)
+        print(
+            f"onnx-parity zygote: pre-import of {job_function} failed: {error!r}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 class Zygote:
@@ -83,7 +87,7 @@ class Zygote:
                     break
         self._stop_children()
 
-    def _handle(self, command: dict[str, object]) -> bool:
+    def _handle(self, command: Message) -> bool:
         """Act on one command; False means stop serving."""
         if command.get("op") == "run":
             self._fork(str(command["key"]), Path(str(command["job"])))
@@ -158,7 +162,9 @@ def _drain(fd: int) -> None:
 
 def main(argv: list[str] | None = None) -> NoReturn:
     parser = argparse.ArgumentParser(prog="python -m onnx_parity.isolation.zygote")
-    parser.add_argument("--job-function", required=True, help="module:callable, imported in each child")
+    parser.add_argument(
+        "--job-function", required=True, help="module:callable, imported in each child"
+    )
     parser.add_argument("--workdir", required=True, type=Path)
     parser.add_argument("--preload", default=None, help="module:function(warm_up) run once")
     parser.add_argument("--no-warm-up", action="store_true")

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 
 from onnx_parity.isolation.processes import describe_exit, kill_group, kill_pid
-from onnx_parity.isolation.protocol import LineBuffer, encode
+from onnx_parity.isolation.protocol import LineBuffer, Message, encode
 
 # A zygote that has not finished its preload by then is considered hung.
 ZYGOTE_READY_TIMEOUT_SECONDS = 300.0
@@ -31,10 +31,22 @@ class ZygoteProcess:
         self._eof = False
 
     @classmethod
-    def start(cls, job_function: str, workdir: Path, env: dict[str, str], warm_up: bool,
-              preload: str | None) -> ZygoteProcess:
+    def start(
+        cls,
+        job_function: str,
+        workdir: Path,
+        env: dict[str, str],
+        warm_up: bool,
+        preload: str | None,
+    ) -> ZygoteProcess:
         log = workdir / "zygote.log"
-        command = [sys.executable, "-m", "onnx_parity.isolation.zygote", "--job-function", job_function]
+        command = [
+            sys.executable,
+            "-m",
+            "onnx_parity.isolation.zygote",
+            "--job-function",
+            job_function,
+        ]
         command += ["--workdir", str(workdir)] + ([] if warm_up else ["--no-warm-up"])
         command += ["--preload", preload] if preload else []
         with log.open("wb") as stderr:
@@ -45,11 +57,12 @@ class ZygoteProcess:
                 stderr=stderr,
                 cwd=workdir,
                 env=env,
-                process_group=0,  # a Ctrl-C aimed at the CLI reaches the pool, which stops us cleanly
+                # A Ctrl-C aimed at the CLI reaches the pool, which stops us cleanly.
+                process_group=0,
             )
         return cls(process, log)
 
-    def send(self, command: dict[str, object]) -> bool:
+    def send(self, command: Message) -> bool:
         """False when the zygote can no longer be reached (it died)."""
         assert self.process.stdin is not None
         try:
@@ -59,7 +72,7 @@ class ZygoteProcess:
         except (BrokenPipeError, ValueError):
             return False
 
-    def events(self, timeout: float) -> list[dict[str, object]]:
+    def events(self, timeout: float) -> list[Message]:
         """Events that arrived within `timeout`; the zygote's own `ready` is consumed here."""
         assert self.process.stdout is not None
         fd = self.process.stdout.fileno()
@@ -72,13 +85,18 @@ class ZygoteProcess:
         events = self._events.feed(data)
         for event in events:
             if event.get("event") == "ready":
-                self.ready_seconds = float(event["seconds"])  # type: ignore[arg-type]
+                self.ready_seconds = float(event["seconds"])
         return [event for event in events if event.get("event") != "ready"]
 
     def death(self) -> str | None:
         """Why the zygote is gone (None while it lives); kills it if it never became ready."""
-        if self.ready_seconds is None and time.monotonic() - self.began > ZYGOTE_READY_TIMEOUT_SECONDS:
-            self.killed_reason = f"did not finish importing torch within {ZYGOTE_READY_TIMEOUT_SECONDS:g} s"
+        if (
+            self.ready_seconds is None
+            and time.monotonic() - self.began > ZYGOTE_READY_TIMEOUT_SECONDS
+        ):
+            self.killed_reason = (
+                f"did not finish importing torch within {ZYGOTE_READY_TIMEOUT_SECONDS:g} s"
+            )
             kill_pid(self.pid)
         status = self.process.poll()
         if status is None:

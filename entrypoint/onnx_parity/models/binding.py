@@ -101,7 +101,7 @@ def _bind_positional(parameters: list[inspect.Parameter], arrays: tuple[np.ndarr
             f"model \"{spec.name}\": forward needs {_quoted(required)} too, but the sample "
             "folder has no input file for them. Fix: add input_K.pb files in parameter order."
         )
-    return BoundInputs(names, dict(zip(names, arrays)))
+    return BoundInputs(names, dict(zip(names, arrays, strict=True)))
 
 
 def _check_axes(spec: ModelSpec, bound: BoundInputs) -> None:

@@ -93,7 +93,8 @@ def _resolve_attribute(module: Any, attribute: str, reference: str) -> Any:
 
 def _call_factory(reference: str, factory: Any, repo: Path) -> Any:
     if not callable(factory):
-        raise LoadError(f'factory "{reference}" is not callable. Fix: point it at a class or function.')
+        raise LoadError(f'factory "{reference}" is not callable. Fix: point it at a class or '
+                        "function.")
     try:
         return factory()
     except (Exception, SystemExit) as error:  # sys.exit() in a factory is a load error too
@@ -116,7 +117,8 @@ def _load_weights(module: Any, weights: Path, repo: Path) -> None:
 
     shown = weights.resolve().relative_to(repo.resolve()).as_posix()
     if not weights.is_file():
-        raise LoadError(f'weights "{shown}" does not exist. Fix: commit the file or correct `weights`.')
+        raise LoadError(f'weights "{shown}" does not exist. Fix: commit the file or correct '
+                        "`weights`.")
     try:
         state = torch.load(weights, weights_only=True, map_location="cpu")
     except Exception as error:

@@ -8,7 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
-from onnx_parity.models.sample_files import SUPPORTED_KINDS, Collector, Where, checked, read_sample, tensor_proto
+from onnx_parity.models.sample_files import (
+    SUPPORTED_KINDS,
+    Collector,
+    Where,
+    checked,
+    read_sample,
+    tensor_proto,
+)
 
 _ZOO_DATASET = re.compile(r"test_data_set_(\d+)")
 _ZOO_INPUT = re.compile(r"input_(\d+)\.pb")
@@ -42,7 +49,7 @@ def load_zoo(folder: Path, seen: Collector) -> ZooSamples:
         raise where.error(f"has datasets with different numbers of inputs ({sorted(counts)})",
                           "give every test_data_set_N the same input_K.pb files")
     positional = tuple(_zoo_input(cases, k, where, seen) for k in range(counts.pop()))
-    return ZooSamples(dict(zip(_zoo_names(read[0][1]), positional)), positional, cases)
+    return ZooSamples(dict(zip(_zoo_names(read[0][1]), positional, strict=True)), positional, cases)
 
 
 def _zoo_datasets(folder: Path, where: Where) -> list[Path]:

@@ -17,8 +17,8 @@ from onnx_parity.ansi import strip_ansi
 from onnx_parity.credentials import without_credentials
 from onnx_parity.findings import Finding
 from onnx_parity.isolation.pool import Job, JobOutcome, WorkerFailure
-from onnx_parity.pipeline.torch_pool import TorchWorkerPool
 from onnx_parity.locations import scrub_paths, source_line
+from onnx_parity.pipeline.torch_pool import TorchWorkerPool
 from onnx_parity.pipeline.worker_failures import worker_finding
 from onnx_parity.results import ModelResult, RunResult
 from onnx_parity.settings.schema import ModelSpec, Settings
@@ -54,9 +54,8 @@ def run_models(settings: Settings, specs: tuple[ModelSpec, ...], workdir: Path, 
     with TorchWorkerPool(JOB_FUNCTION, workdir, max(1, min(jobs, len(specs))),
                          worker_environment(environ)) as pool:
         outcomes = pool.run(pool_jobs, on_event)
-    models = tuple(
-        finish(spec, outcome, settings.repo, workdir) for spec, outcome in zip(specs, outcomes)
-    )
+    models = tuple(finish(spec, outcome, settings.repo, workdir)
+                   for spec, outcome in zip(specs, outcomes, strict=True))
     return RunResult(settings.relative(settings.config_path), versions(), models)
 
 

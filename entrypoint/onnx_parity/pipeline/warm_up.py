@@ -61,7 +61,7 @@ def _cache_torchlib_catalogue() -> None:
         return list(catalogue)
 
     setattr(get_torchlib_ops, "onnx_parity_cached", True)  # noqa: B010 (a marker, untyped)
-    module.get_torchlib_ops = get_torchlib_ops
+    setattr(module, "get_torchlib_ops", get_torchlib_ops)  # noqa: B010 (onnxscript internals)
 
 
 def _export_tiny_model(torch: Any) -> None:

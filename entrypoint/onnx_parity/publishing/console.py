@@ -31,8 +31,9 @@ def verdict_table(run: RunResult) -> str:
         for m in run.models
     ]
     widths = [max(len(row[i]) for row in rows) for i in range(len(header) - 1)]
-    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1]
-             for row in rows]
+    # The last column is not padded: zip stops at the widths of the others.
+    lines = ["  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=False))
+             + "  " + row[-1] for row in rows]
     passed = sum(m.passed for m in run.models)
     lines.append(f"{passed} of {len(run.models)} models pass")
     return "\n".join(line.rstrip() for line in lines) + "\n"

@@ -44,7 +44,7 @@ def write_outputs(run: RunResult, markdown: str, out: Path) -> WrittenReport:
         for model in run.models:
             _write_model(run, model.name, out)
         report_json = out / "report.json"
-        report_json.write_text(json.dumps(run_to_json(run), indent=2, allow_nan=False) + "\n", encoding="utf-8")
+        _write_json(report_json, run_to_json(run))
         report_markdown = out / "report.md"
         report_markdown.write_text(markdown, encoding="utf-8")
     except OSError as error:
@@ -61,4 +61,9 @@ def _write_model(run: RunResult, name: str, out: Path) -> None:
         onnx_file = f"{name}.onnx"
         shutil.move(model.onnx_path, out / onnx_file)
     record = parity_record(model, run.versions, onnx_file)
-    (out / f"{name}.parity.json").write_text(json.dumps(record, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+    _write_json(out / f"{name}.parity.json", record)
+
+
+def _write_json(path: Path, document: object) -> None:
+    """Strict JSON (no NaN or Infinity: the figures carry them as text), indented."""
+    path.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", encoding="utf-8")

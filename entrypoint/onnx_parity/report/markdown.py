@@ -6,8 +6,8 @@ random values in the body; only the footer (versions) is allowed to differ betwe
 
 from __future__ import annotations
 
-from onnx_parity.results import ModelResult, OutputComparison, RunResult
 from onnx_parity.findings import Finding, Severity
+from onnx_parity.results import ModelResult, OutputComparison, RunResult
 
 FULL, FINDINGS, TABLE = 2, 1, 0
 STATUS = {True: "✅", False: "❌"}
@@ -60,7 +60,7 @@ def _opset(model: ModelResult) -> str:
 def _codes(findings: tuple[Finding, ...]) -> str:
     counted: dict[tuple[str, Severity], int] = {}
     for finding in findings:
-        key = (finding.code, finding.severity)  # type: ignore[assignment]
+        key = (finding.code, finding.severity)
         counted[key] = counted.get(key, 0) + 1
     shown = [f"{ICON[severity]} `{code}`" + (f" ×{n}" if n > 1 else "")
              for (code, severity), n in counted.items()]
@@ -82,17 +82,17 @@ def _model_section(model: ModelResult, source_base: str | None, detail: int) -> 
     if detail == FULL and model.attempts:
         lines += ["", "Exporters tried: " + "; ".join(
             f"{a.exporter} {'succeeded' if a.succeeded else 'failed'}" for a in model.attempts)]
-    return lines + ["", "</details>"]
+    return [*lines, "", "</details>"]
 
 
 def _ordered(findings: tuple[Finding, ...]) -> list[Finding]:
     rank = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.NOTE: 2}
-    return sorted(findings, key=lambda f: rank[f.severity])  # type: ignore[index]
+    return sorted(findings, key=lambda f: rank[f.severity])
 
 
 def _finding_lines(finding: Finding, source_base: str | None, detail: int) -> list[str]:
     where = f" at {_location(finding, source_base)}" if finding.file else ""
-    head = f"- {ICON[finding.severity]} **{finding.severity.value}** `{finding.code}`{where}: "  # type: ignore[union-attr]
+    head = f"- {ICON[finding.severity]} **{finding.severity.value}** `{finding.code}`{where}: "
     lines = [head + _inline(finding.message)]
     source = finding.details.get("source") if finding.details else None
     if source and detail == FULL:
@@ -113,7 +113,8 @@ def _location(finding: Finding, source_base: str | None) -> str:
 
 
 def _comparison_table(comparisons: tuple[OutputComparison, ...]) -> list[str]:
-    rows = ["| Output | Batch | Max abs diff | Max rel diff | Outside tolerance | Smallest passing atol |",
+    rows = ["| Output | Batch | Max abs diff | Max rel diff | Outside tolerance "
+            "| Smallest passing atol |",
             "|---|---|---|---|---|---|"]
     for c in comparisons:
         rows.append(f"| `{c.output}` | {c.batch_size} | {_number(c.max_abs_diff)} | "

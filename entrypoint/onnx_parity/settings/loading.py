@@ -112,7 +112,8 @@ def _overrides(table: Table, place: _Place) -> dict[str, Any]:
 # Models
 
 
-def _models(table: Table, place: _Place, common: dict[str, Any], root: Path) -> tuple[ModelSpec, ...]:
+def _models(table: Table, place: _Place, common: dict[str, Any],
+            root: Path) -> tuple[ModelSpec, ...]:
     entries = _model_entries(table, place)
     models: list[ModelSpec] = []
     seen: dict[str, str] = {}
@@ -150,7 +151,8 @@ def _model_entries(table: Table, place: _Place) -> list[object]:
     return entries
 
 
-def _model(entry: object, index: int, file: _Place, common: dict[str, Any], root: Path) -> ModelSpec:
+def _model(entry: object, index: int, file: _Place, common: dict[str, Any],
+           root: Path) -> ModelSpec:
     place = file.within(_model_label(entry, index))
     if not isinstance(entry, dict):
         raise ConfigError(
@@ -201,7 +203,8 @@ def _model_name(value: object, where: str) -> str:
     if not MODEL_NAME.fullmatch(name):
         raise ConfigError(
             f"{where}: {show_value(name)} cannot be used as a file name (it becomes <name>.onnx). "
-            "Use 1-128 letters, digits, '.', '_' or '-', starting with a letter, digit or '_', e.g. \"small-cnn\"."
+            "Use 1-128 letters, digits, '.', '_' or '-', starting with a letter, digit or '_', "
+            'e.g. "small-cnn".'
         )
     return name
 
@@ -239,7 +242,8 @@ def _inputs(value: object, place: _Place, root: Path) -> dict[str, Path] | Path:
             '"samples/input.npy" }, or one .npz/.pt bundle file or Model Zoo folder'
         )
     return {
-        non_empty(name, where, "an input name"): _sample(raw, place.at(dotted("inputs", name)), root)
+        non_empty(name, where, "an input name"):
+            _sample(raw, place.at(dotted("inputs", name)), root)
         for name, raw in value.items()
     }
 

@@ -94,12 +94,14 @@ def _same_special(ref: np.ndarray, cand: np.ndarray) -> np.ndarray:
     """Both NaN, or the same infinity: counted as equal with difference 0."""
     both_nan = np.isnan(ref) & np.isnan(cand)
     same_inf = np.isinf(ref) & np.isinf(cand) & (ref == cand)
-    return both_nan | same_inf
+    same: np.ndarray = both_nan | same_inf
+    return same
 
 
 def _special_mismatch(ref: np.ndarray, cand: np.ndarray) -> np.ndarray:
     nonfinite = ~np.isfinite(ref) | ~np.isfinite(cand)
-    return nonfinite & ~_same_special(ref, cand)
+    mismatch: np.ndarray = nonfinite & ~_same_special(ref, cand)
+    return mismatch
 
 
 def _tolerance_figures(reference: np.ndarray, candidate: np.ndarray, atol: float,

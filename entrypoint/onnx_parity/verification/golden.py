@@ -17,13 +17,13 @@ def golden_findings(session: Session, golden: tuple[GoldenCase, ...],
     for case in golden:
         if not case.outputs:
             continue
-        feed = dict(zip(session.input_names, case.inputs))
+        feed = dict(zip(session.input_names, case.inputs, strict=False))
         try:
             actual = run_session(session, feed)
         except RuntimeFailure as error:
             findings.append(runtime_finding(f"onnxruntime fails on {case.dataset}", error))
             continue
-        for index, (expected, got) in enumerate(zip(case.outputs, actual)):
+        for index, (expected, got) in enumerate(zip(case.outputs, actual, strict=False)):
             result = compare_output(f"output_{index}", len(got) if got.ndim else 1, expected, got,
                                     spec.atol, spec.rtol)
             if not result.passed:

@@ -18,15 +18,24 @@ from onnx_parity.findings import Finding
 from onnx_parity.models.batches import batch_plan
 from onnx_parity.models.binding import BoundInputs
 from onnx_parity.models.model_zoo import GoldenCase
-from onnx_parity.models.reference import (Reference, ReferenceFailure, as_tensors, batch_arrays,
-                                          run_reference)
+from onnx_parity.models.reference import (
+    Reference,
+    ReferenceFailure,
+    as_tensors,
+    batch_arrays,
+    run_reference,
+)
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings.schema import ModelSpec
 from onnx_parity.verification.compare import compare_output, nonfinite_mismatch
 from onnx_parity.verification.frozen import FrozenEvidence, declared_axes
 from onnx_parity.verification.golden import golden_findings
-from onnx_parity.verification.outputs import (comparison_findings, count_mismatch, merge_cuts,
-                                              output_names)
+from onnx_parity.verification.outputs import (
+    comparison_findings,
+    count_mismatch,
+    merge_cuts,
+    output_names,
+)
 from onnx_parity.verification.run_failures import native_line, reference_finding, runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session, run_session
 
@@ -120,7 +129,8 @@ def _ort_feed(session: Session, bound: BoundInputs,
               feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     if set(session.input_names) == set(bound.names):
         return {name: feed[name] for name in session.input_names}
-    return {ort: feed[ours] for ort, ours in zip(session.input_names, bound.names)}
+    return {ort: feed[ours]
+            for ort, ours in zip(session.input_names, bound.names, strict=False)}
 
 
 def _compare_all(reference: Reference, actual: list[np.ndarray], session: Session,
@@ -128,10 +138,10 @@ def _compare_all(reference: Reference, actual: list[np.ndarray], session: Sessio
     if len(reference.arrays) != len(actual):
         verified.findings.append(count_mismatch(size, len(reference.arrays), session.output_names))
     names = output_names(spec, reference, session.output_names)
-    for name, ref, out in zip(names, reference.arrays, actual):
+    for name, ref, out in zip(names, reference.arrays, actual, strict=False):
         if nonfinite_mismatch(ref, out):
             verified.nonfinite.add(name)
     return [
         compare_output(name, size, ref, out, spec.atol, spec.rtol)
-        for name, ref, out in zip(names, reference.arrays, actual)
+        for name, ref, out in zip(names, reference.arrays, actual, strict=False)
     ]

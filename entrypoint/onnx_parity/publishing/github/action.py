@@ -19,10 +19,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from onnx_parity.publishing.github.annotations import annotations, print_logs
+from onnx_parity.publishing.github.annotations import finding_annotations, print_logs
+from onnx_parity.publishing.github.commands import Writer
 from onnx_parity.publishing.github.inputs import InputError
 from onnx_parity.publishing.github.preflight import inside, install_requirements, refuse_fork_code
-from onnx_parity.publishing.github.session import ClientFactory, Session, Writer, guarded
+from onnx_parity.publishing.github.session import ClientFactory, Session, guarded
 from onnx_parity.publishing.github.step_results import finish, publish_common, workspace_relative
 from onnx_parity.report.serialization import ReportFormatError, run_from_json
 from onnx_parity.results import RunResult
@@ -89,7 +90,8 @@ def run_check(session: Session, check: Check, workdir: Path) -> CheckOutcome:
 def publish_outcome(session: Session, outcome: CheckOutcome) -> int:
     run = outcome.run
     print_logs(session.commands, run)
-    for annotation in annotations(run, session.inputs.working_directory, session.event.run_url):
+    located = finding_annotations(run, session.inputs.working_directory, session.event.run_url)
+    for annotation in located:
         session.commands.annotate(annotation)
     relative = workspace_relative(session.event.workspace)
     outputs = publish_common(session, run, outcome.config_path, from_report=False)

@@ -19,7 +19,7 @@ def print_logs(commands: WorkflowCommands, run: RunResult) -> None:
             commands.untrusted_text(model.log or "(no log output)")
 
 
-def annotations(run: RunResult, working_directory: str, run_url: str) -> list[Annotation]:
+def finding_annotations(run: RunResult, working_directory: str, run_url: str) -> list[Annotation]:
     """Up to ANNOTATION_CAP errors and warnings, then one notice counting the rest."""
     located = [(model, f) for model in run.models for f in model.findings
                if f.file and f.severity in (Severity.ERROR, Severity.WARNING)]

@@ -14,7 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from onnx_parity.publishing.github.action import publish_report_file
-from onnx_parity.publishing.github.session import ClientFactory, Writer, guarded
+from onnx_parity.publishing.github.commands import Writer
+from onnx_parity.publishing.github.session import ClientFactory, guarded
 
 
 def run_comment_command(report: Path, environ: Mapping[str, str],

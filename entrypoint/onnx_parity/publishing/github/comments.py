@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import urllib.parse
 from dataclasses import dataclass
+from typing import Any
 
 from onnx_parity.publishing.github.http import GitHubClient, GitHubError, Response
 
@@ -53,7 +54,7 @@ class Author:
 
     login: str | None
 
-    def wrote(self, comment: dict) -> bool:
+    def wrote(self, comment: dict[str, Any]) -> bool:
         user = comment.get("user") or {}
         login = str(user.get("login", ""))
         if self.login is not None:
@@ -104,7 +105,7 @@ class _Target:
                                       before_retry=lambda: self.settle_post(full_body))
         return "created", _html_url(created)
 
-    def find_ours(self) -> dict | None:
+    def find_ours(self) -> dict[str, Any] | None:
         """Our newest marked comment; older duplicates (from past races) are left alone."""
         assert self.author is not None
         ours = [c for c in self.client.paginate(self.comments_path)
@@ -113,7 +114,7 @@ class _Target:
         return max(ours, key=lambda c: (str(c.get("created_at", "")), int(c["id"])),
                    default=None)
 
-    def update(self, comment: dict, full_body: str) -> Response:
+    def update(self, comment: dict[str, Any], full_body: str) -> Response:
         path = f"/repos/{self.repository}/issues/comments/{comment['id']}"
         return self.client.request("PATCH", path, {"body": full_body})
 

@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from onnx_parity.errors import UserError
 
@@ -57,7 +58,7 @@ class EventContext:
     workflow_run: WorkflowRunTrigger | None
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> "EventContext":
+    def from_environ(cls, environ: Mapping[str, str]) -> EventContext:
         name = environ.get("GITHUB_EVENT_NAME", "")
         payload = read_payload(environ.get("GITHUB_EVENT_PATH", ""))
         return cls(
@@ -93,7 +94,7 @@ class EventContext:
         return base if folder in ("", ".") else f"{base}/{folder}"
 
 
-def read_payload(path: str) -> dict[str, object]:
+def read_payload(path: str) -> dict[str, Any]:
     if not path:
         return {}
     try:
@@ -106,7 +107,7 @@ def read_payload(path: str) -> dict[str, object]:
     return payload if isinstance(payload, dict) else {}
 
 
-def pull_request_of(payload: Mapping[str, object]) -> PullRequest:
+def pull_request_of(payload: Mapping[str, Any]) -> PullRequest:
     pr = payload.get("pull_request")
     if not isinstance(pr, dict):
         raise EventError("the pull_request event payload has no `pull_request` object.")
@@ -119,7 +120,7 @@ def pull_request_of(payload: Mapping[str, object]) -> PullRequest:
     )
 
 
-def workflow_run_of(payload: Mapping[str, object]) -> WorkflowRunTrigger:
+def workflow_run_of(payload: Mapping[str, Any]) -> WorkflowRunTrigger:
     run = payload.get("workflow_run")
     if not isinstance(run, dict):
         raise EventError("the workflow_run event payload has no `workflow_run` object.")

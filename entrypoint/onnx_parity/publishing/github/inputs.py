@@ -61,7 +61,7 @@ class ActionInputs:
     run_fork_code_with_write_token: bool
 
     @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> "ActionInputs":
+    def from_environ(cls, environ: Mapping[str, str]) -> ActionInputs:
         raw = {name: read_input(environ, name) for name in DEFAULTS}
         return cls(
             config=raw["config"] or None,
