@@ -139,10 +139,6 @@ CATALOGUE: dict[str, CodeInfo] = {
 }
 
 
-def default_severity(code: str) -> Severity:
-    return CATALOGUE[code].severity
-
-
 # A Finding made without a severity gets its code's from the catalogue (in __post_init__).
 _CATALOGUE_SEVERITY = cast(Severity, None)
 

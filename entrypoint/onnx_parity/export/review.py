@@ -14,7 +14,7 @@ from pathlib import Path
 from onnx_parity.export.capture import CapturedWarning
 from onnx_parity.export.exporters import Exported
 from onnx_parity.export.failures import ExportFailure
-from onnx_parity.findings import Finding, Severity, default_severity
+from onnx_parity.findings import Finding, Severity
 from onnx_parity.locations import innermost_user_frame, repo_relative
 from onnx_parity.settings.schema import AllowWarning
 
@@ -33,7 +33,7 @@ def failure_finding(error: ExportFailure, repo: Path,
             "unsupported-operator",
             f"{error.exporter} cannot export {operator} ({handled}): {error.message}",
             file=file, line=line,
-            severity=Severity.NOTE if fallback_used else default_severity("unsupported-operator"),
+            severity=Severity.NOTE if fallback_used else Severity.ERROR,
             details={"operator": operator, "exporter": error.exporter, "handled": fallback_used},
         )
     if error.kind == "data-dependent-branch":
@@ -68,13 +68,14 @@ def warning_findings(warnings: tuple[CapturedWarning, ...], repo: Path,
 def _tracer_finding(warning: CapturedWarning, repo: Path) -> Finding:
     file = repo_relative(warning.file, repo)
     line = warning.line if file else None
-    code = "data-dependent-branch" if BRANCH_PHRASE in warning.message else "tracer-warning"
+    branch = BRANCH_PHRASE in warning.message
     where = f"{file}:{line}" if file else f"{warning.file}:{warning.line} (an installed package)"
     return Finding(
-        code,
+        "data-dependent-branch" if branch else "tracer-warning",
         f"TracerWarning at {where}: {_first_sentence(warning.message)}",
         file=file, line=line, evidence=warning.message,
-        severity=default_severity(code) if file else Severity.WARNING,
+        # Not the user's code: a warning, since there is nothing to fix in the repository.
+        severity=Severity.ERROR if file else Severity.WARNING,
     )
 
 

@@ -1,1 +1,1 @@
-"""Stage 5: render the run's results as JSON, markdown and per-model parity records (pure)."""
+"""Stage 5: the run's results as markdown and JSON, pure functions of the results."""

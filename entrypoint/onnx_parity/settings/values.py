@@ -11,6 +11,8 @@ import difflib
 import json
 import math
 import re
+from collections.abc import Mapping
+from dataclasses import dataclass
 
 from onnx_parity.errors import UserError
 
@@ -105,3 +107,43 @@ def quoted(choices: tuple[str, ...]) -> str:
 def dotted(parent: str, key: str) -> str:
     quoted = key if BARE_KEY.fullmatch(key) else json.dumps(key, ensure_ascii=False)
     return f"{parent}.{quoted}"
+
+
+@dataclass(frozen=True)
+class Place:
+    """Where in the configuration a value sits, for error messages."""
+
+    file: str
+    scope: str = ""
+
+    def within(self, scope: str) -> Place:
+        return Place(self.file, f"{self.scope}: {scope}" if self.scope else scope)
+
+    def at(self, key: str) -> str:
+        return ": ".join(part for part in (self.file, self.scope, f'key "{shown(key)}"') if part)
+
+    def here(self) -> str:
+        return ": ".join(part for part in (self.file, self.scope) if part)
+
+
+def check_keys(
+    table: Mapping[str, object], valid: tuple[str, ...], place: Place,
+    belongs_in_model: tuple[str, ...] = ()
+) -> None:
+    for key in table:
+        if key not in valid:
+            raise _unknown_key(key, valid, place, belongs_in_model)
+
+
+def _unknown_key(
+    key: str, valid: tuple[str, ...], place: Place, belongs_in_model: tuple[str, ...]
+) -> ConfigError:
+    if key in belongs_in_model:
+        return ConfigError(
+            f"{place.at(key)}: this key belongs inside a [[model]] entry. Move it under the "
+            "[[model]] it describes."
+        )
+    guess = did_you_mean(key, valid)
+    return ConfigError(
+        f"{place.at(key)}: unknown key{guess} Valid keys here: {', '.join(valid)}."
+    )

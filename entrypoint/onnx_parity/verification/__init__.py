@@ -1,5 +1,2 @@
-"""Stage 4: PyTorch against onnxruntime on the samples, as values that carry their evidence.
-
-Pure numpy: nothing here imports torch or onnxruntime; the engine runs both and hands the
-outputs in.
-"""
+"""Stage 4: the exported model in onnxruntime against PyTorch on the samples, and every output
+finding (structure, declared axes, frozen evidence, comparison, golden files)."""

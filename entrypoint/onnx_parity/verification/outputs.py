@@ -112,9 +112,9 @@ def _output_findings(output: str, rows: list[OutputComparison], nonfinite: bool,
 
 def _parity_finding(output: str, failing: list[OutputComparison], nonfinite: bool,
                     spec: ModelSpec) -> Finding:
-    code = "nan-or-inf" if nonfinite else "parity-mismatch"
     parts = [describe(c, spec) for c in failing]
-    return Finding(code, f'output "{output}" ' + "; ".join(parts),
+    return Finding("nan-or-inf" if nonfinite else "parity-mismatch",
+                   f'output "{output}" ' + "; ".join(parts),
                    details={"batches": [c.batch_size for c in failing]})
 
 

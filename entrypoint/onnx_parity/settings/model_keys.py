@@ -1,0 +1,165 @@
+"""The keys only a `[[model]]` has: name, factory, weights, samples, outputs, axes, allowances."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from onnx_parity.settings.paths import bundle_path, sample_path, weights_path
+from onnx_parity.settings.schema import AllowWarning
+from onnx_parity.settings.values import (
+    ConfigError,
+    Place,
+    check_keys,
+    did_you_mean,
+    dotted,
+    no_duplicates,
+    non_empty,
+    quoted,
+    show_value,
+    shown,
+    string,
+    wrong_type,
+)
+
+ALLOW_WARNING_KEYS = ("match", "reason")
+# The name becomes `<name>.onnx` and an artifact name: keep it to characters safe everywhere.
+MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
+AXIS = re.compile(r"[0-9]{1,3}")  # no tensor has 1000 dimensions
+
+
+def model_name_value(value: object, where: str) -> str:
+    name = string(value, where, 'a model name, e.g. name = "small-cnn"')
+    if not MODEL_NAME.fullmatch(name):
+        raise ConfigError(
+            f"{where}: {show_value(name)} cannot be used as a file name (it becomes <name>.onnx). "
+            "Use 1-128 letters, digits, '.', '_' or '-', starting with a letter, digit or '_', "
+            'e.g. "small-cnn".'
+        )
+    return name
+
+
+def factory_value(value: object, where: str) -> str:
+    spec = string(value, where, 'a "module:callable" string, e.g. "models.cnn:SmallCNN"')
+    module, colon, attribute = spec.partition(":")
+    if not (colon and _dotted_identifier(module) and _dotted_identifier(attribute)):
+        raise ConfigError(
+            f'{where}: "{shown(spec)}" is not of the form "module:callable". Write the dotted '
+            "module path, a colon, and the callable that returns the nn.Module, e.g. "
+            '"models.cnn:SmallCNN" (importable from the repository root).'
+        )
+    return spec
+
+
+def _dotted_identifier(text: str) -> bool:
+    return bool(text) and all(part.isidentifier() for part in text.split("."))
+
+
+def weights_value(value: object, where: str, root: Path) -> Path | None:
+    if value is None:
+        return None
+    raw = string(value, where, 'a path to a state_dict file, e.g. weights = "weights/model.pt"')
+    return weights_path(root, raw, where)
+
+
+def inputs_value(value: object, place: Place, root: Path) -> dict[str, Path] | Path:
+    where = place.at("inputs")
+    if isinstance(value, str):
+        return bundle_path(root, value, where)
+    if not isinstance(value, dict) or not value:
+        raise wrong_type(
+            where, value, 'a table of input name -> sample file, e.g. inputs = { input = '
+            '"samples/input.npy" }, or one .npz/.pt bundle file or Model Zoo folder'
+        )
+    return {
+        non_empty(name, where, "an input name"):
+            _sample(raw, place.at(dotted("inputs", name)), root)
+        for name, raw in value.items()
+    }
+
+
+def _sample(value: object, where: str, root: Path) -> Path:
+    raw = string(value, where, 'a path to a sample file, e.g. "samples/input.npy"')
+    return sample_path(root, raw, where)
+
+
+def outputs_value(value: object, where: str) -> tuple[str, ...]:
+    fix = 'a non-empty list of output names, e.g. outputs = ["logits"] (or omit the key)'
+    if not isinstance(value, list) or not value:
+        raise wrong_type(where, value, fix)
+    names = tuple(non_empty(item, where, "an output name") for item in value)
+    no_duplicates(names, where, "list each output name once")
+    return names
+
+
+def dynamic_axes_value(
+    value: object,
+    place: Place,
+    inputs: dict[str, Path] | Path,
+    outputs: tuple[str, ...] | None,
+) -> dict[str, dict[int, str]]:
+    where = place.at("dynamic-axes")
+    if not isinstance(value, dict):
+        raise wrong_type(where, value, 'a table, e.g. dynamic-axes = { input = { 0 = "batch" } }')
+    # Names can only be checked when both sides are declared: an unknown name could
+    # otherwise be an output (or an input inside a bundle) we have not seen.
+    known = (*inputs, *outputs) if isinstance(inputs, dict) and outputs is not None else None
+    return {
+        _axis_owner(name, where, known): _axes(axes, place.at(dotted("dynamic-axes", name)))
+        for name, axes in value.items()
+    }
+
+
+def _axis_owner(name: str, where: str, known: tuple[str, ...] | None) -> str:
+    non_empty(name, where, "an input or output name")
+    if known is None or name in known:
+        return name
+    guess = did_you_mean(name, known)
+    raise ConfigError(
+        f'{where}: "{shown(name)}" is neither an input nor an output of this model{guess} '
+        f"Name one of {quoted(known)}."
+    )
+
+
+def _axes(value: object, where: str) -> dict[int, str]:
+    fix = 'a table of axis index -> dimension name, e.g. { 0 = "batch" }'
+    if not isinstance(value, dict) or not value:
+        raise wrong_type(where, value, fix)
+    axes: dict[int, str] = {}
+    for axis, label in value.items():
+        if not AXIS.fullmatch(axis):
+            raise ConfigError(
+                f'{where}: axis "{shown(axis)}" is not an axis index (0, 1, 2, ...). Use {fix}.'
+            )
+        axes[int(axis)] = non_empty(label, where, "a dimension name")
+    return axes
+
+
+def allow_warnings_value(value: object, place: Place) -> tuple[AllowWarning, ...]:
+    if not isinstance(value, list):
+        raise wrong_type(
+            place.at("allow-warnings"), value,
+            "[[model.allow-warnings]] sections, each with match and reason",
+        )
+    return tuple(_allow_warning(item, place.within(f"allow-warnings[{index}]"))
+                 for index, item in enumerate(value))
+
+
+def _allow_warning(value: object, place: Place) -> AllowWarning:
+    if not isinstance(value, dict):
+        raise ConfigError(
+            f"{place.here()}: expected a table, got {show_value(value)}. Write a "
+            "[[model.allow-warnings]] section with match and reason."
+        )
+    check_keys(value, ALLOW_WARNING_KEYS, place)
+    fixes = {
+        "match": 'match = "Converting a tensor to a Python boolean" (text found in the warning)',
+        "reason": 'reason = "why this warning is harmless for this model" '
+        "(the reason is the point)",
+    }
+    texts = {}
+    for key, fix in fixes.items():
+        if key not in value:
+            raise ConfigError(f"{place.at(key)}: missing. Add {fix}.")
+        texts[key] = non_empty(value[key], place.at(key), f"non-empty text: {fix}")
+    return AllowWarning(match=texts["match"], reason=texts["reason"])

@@ -1,0 +1,147 @@
+"""The layout holds: imports follow the stage order, each finding code has one home, modules fit.
+
+Parsed from the source with `ast` (every import, those inside functions too), so a shortcut
+taken anywhere fails here with the module, the line and the rule it breaks (ARCHITECTURE.md).
+"""
+
+from __future__ import annotations
+
+import ast
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from onnx_parity.findings import CATALOGUE
+
+PACKAGE = Path(__file__).resolve().parent.parent / "entrypoint" / "onnx_parity"
+MAX_MODULE_LINES = 350
+
+# The data flows one way; a module may import its own layer and the ones before it.
+LAYERS: dict[str, int] = {
+    # the vocabulary every stage speaks
+    "errors": 0, "ansi": 0, "credentials": 0, "findings": 0, "results": 0, "locations": 0,
+    "settings": 1,
+    "models": 2,
+    "export": 3,
+    "verification": 4,
+    "isolation": 5,  # knows nothing of torch, nor of any stage
+    "pipeline": 6,
+    "report": 7,
+    "publishing": 8,
+    "cli": 9, "__main__": 9,
+}
+# What the vocabulary and the pool may import besides each other.
+VOCABULARY = {"errors", "ansi", "credentials", "findings", "results", "locations"}
+# Stages below publishing never import the command line or GitHub code.
+PUBLISHING_ONLY = ("onnx_parity.cli", "onnx_parity.publishing.github")
+
+
+@dataclass(frozen=True)
+class Import:
+    module: str  # the importing module, dotted
+    target: str  # the imported module, dotted
+    line: int
+
+
+def modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        name = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        found[name] = path
+    return found
+
+
+def imports_of(name: str, path: Path) -> list[Import]:
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [Import(name, alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append(Import(name, node.module, node.lineno))
+    return [item for item in found if item.target.split(".")[0] == "onnx_parity"]
+
+
+def layer_of(dotted: str) -> str:
+    parts = dotted.split(".")
+    return parts[1] if len(parts) > 1 else "__init__"
+
+
+ALL_IMPORTS = [item for name, path in modules().items() for item in imports_of(name, path)]
+
+
+def test_every_module_belongs_to_a_known_layer() -> None:
+    unknown = sorted({layer_of(name) for name in modules()} - set(LAYERS) - {"__init__"})
+    assert not unknown, f"add these to LAYERS and ARCHITECTURE.md: {unknown}"
+
+
+def test_no_import_points_against_the_stage_order() -> None:
+    upward = [
+        f"{item.module}:{item.line} imports {item.target} "
+        f"({layer_of(item.module)} may not import {layer_of(item.target)})"
+        for item in ALL_IMPORTS
+        if layer_of(item.target) in LAYERS and layer_of(item.module) in LAYERS
+        and LAYERS[layer_of(item.target)] > LAYERS[layer_of(item.module)]
+    ]
+    assert not upward, "\n".join(upward)
+
+
+@pytest.mark.parametrize("layer", ["isolation", *sorted(VOCABULARY)])
+def test_the_pool_and_the_vocabulary_import_no_stage(layer: str) -> None:
+    allowed = VOCABULARY | {layer, "__init__"}
+    wrong = [f"{item.module}:{item.line} imports {item.target}" for item in ALL_IMPORTS
+             if layer_of(item.module) == layer and layer_of(item.target) not in allowed]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_stage_imports_the_command_line_or_github_code() -> None:
+    wrong = [f"{item.module}:{item.line} imports {item.target}" for item in ALL_IMPORTS
+             if layer_of(item.module) not in ("publishing", "cli", "__main__")
+             and item.target.startswith(PUBLISHING_ONLY)]
+    assert not wrong, "\n".join(wrong)
+
+
+def test_no_module_is_longer_than_350_lines() -> None:
+    long = {name: lines for name, path in modules().items()
+            if (lines := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES}
+    assert not long, long
+
+
+def finding_codes_built() -> dict[str, set[str]]:
+    """finding code -> the modules that construct `Finding("<code>", ...)` with it."""
+    built: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules().items():
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id == "Finding" and node.args):
+                for code in _literal_codes(node.args[0]):
+                    built[code].add(name)
+    return built
+
+
+def _literal_codes(node: ast.expr) -> list[str]:
+    """`"code"`, or both codes of `"a" if cond else "b"`; a code held in a variable is not one."""
+    if isinstance(node, ast.Constant):
+        return [str(node.value)]
+    if isinstance(node, ast.IfExp):
+        return _literal_codes(node.body) + _literal_codes(node.orelse)
+    return []
+
+
+def test_each_finding_code_is_built_in_exactly_one_module() -> None:
+    built = finding_codes_built()
+    # crash, timeout and out-of-memory come from the pool's own words (WorkerFailure.kind).
+    worker_kinds = {"crash", "timeout", "out-of-memory"}
+    assert set(built) <= set(CATALOGUE), sorted(set(built) - set(CATALOGUE))
+    assert set(CATALOGUE) - worker_kinds <= set(built), sorted(set(CATALOGUE) - set(built))
+    doubled = {code: sorted(where) for code, where in built.items() if len(where) > 1}
+    assert not doubled, doubled
+
+
+def test_architecture_md_names_every_package_and_top_level_module() -> None:
+    text = (PACKAGE.parent.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    missing = [f"`{layer}`" for layer in LAYERS if layer != "__main__" and f"`{layer}" not in text]
+    assert not missing, f"ARCHITECTURE.md does not describe {missing}"
