@@ -130,6 +130,16 @@ class _Pull:
     author: str
 
 
+class RecordingSleep:
+    """Hand it to GitHubClient as `sleep`: the waits are recorded, none is slept."""
+
+    def __init__(self) -> None:
+        self.waits: list[float] = []
+
+    def __call__(self, seconds: float) -> None:
+        self.waits.append(seconds)
+
+
 class FakeGitHub:
     def __init__(self, tokens: dict[str, Token]) -> None:
         self.tokens = dict(tokens)

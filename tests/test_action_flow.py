@@ -18,6 +18,7 @@ import pytest
 
 from fake_github import FakeGitHub, Token
 from onnx_parity.findings import Finding, Severity
+from onnx_parity.publishing.files import write_outputs
 from onnx_parity.publishing.github.action import CheckOutcome, CheckRequest, run_action
 from onnx_parity.publishing.github.comment_command import run_comment_command
 from onnx_parity.publishing.github.http import GitHubClient, RetryPolicy
@@ -54,7 +55,7 @@ def branch(line: int, file: str = "nets/gate.py") -> Finding:
 
 @dataclass
 class FakeCheck:
-    """A check that returns a fixed RunResult and writes report.json/report.md like the engine."""
+    """A check that returns a fixed RunResult and writes the output folder with the real writer."""
 
     run: RunResult
     calls: list[CheckRequest] = field(default_factory=list)
@@ -66,12 +67,9 @@ class FakeCheck:
         self.environ_seen.append(dict(os.environ))
         if self.print_environment:  # what a careless model would do
             print(dict(os.environ))
-        request.out_dir.mkdir(parents=True, exist_ok=True)
-        report_json = request.out_dir / "report.json"
-        report_md = request.out_dir / "report.md"
-        report_json.write_text(json.dumps(run_to_json(self.run)), encoding="utf-8")
-        report_md.write_text(render_markdown(self.run), encoding="utf-8")
-        return CheckOutcome(self.run, self.run.config_path, report_json, report_md)
+        written = write_outputs(self.run, render_markdown(self.run), request.out_dir)
+        return CheckOutcome(self.run, self.run.config_path, written.report_json,
+                            written.report_markdown)
 
 
 @dataclass

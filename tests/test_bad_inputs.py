@@ -2,7 +2,7 @@
 
 Configuration mistakes end the command before any worker starts (exit 2, one paragraph naming
 the file, the key and the fix): one fast CLI run each. Model, sample and output mistakes are
-model-level: they all sit in tests/bad_repo/configs/bad-inputs.toml next to a good model and go
+model-level: they all sit in tests/fixture_repo/configs/bad-inputs.toml next to a good model and go
 through ONE CLI run (one zygote warm-up); each then gets its own test against that run's report.
 
 Tests marked `PRODUCT BUG` fail today on purpose: they state what the product should do.
@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from bad_repo.harness import (
-    BAD_REPO,
+from fixture_repo.harness import (
+    FIXTURE_REPO,
     CliRun,
     Payload,
     copy_repo,
@@ -249,7 +249,7 @@ def bad_run(tmp_path_factory: pytest.TempPathFactory) -> BadRun:
 def _declared_models() -> list[str]:
     import tomllib
 
-    config = tomllib.loads((BAD_REPO / "configs" / "bad-inputs.toml").read_text("utf-8"))
+    config = tomllib.loads((FIXTURE_REPO / "configs" / "bad-inputs.toml").read_text("utf-8"))
     return [model["name"] for model in config["model"]]
 
 
@@ -379,7 +379,7 @@ def test_bad_model_or_sample_gets_a_finding_saying_what_where_and_fix(
     assert finding["fix"]
     if case.source:
         file, text = case.source
-        assert (finding.get("file"), finding.get("line")) == (file, line_of(BAD_REPO / file, text))
+        assert (finding.get("file"), finding.get("line")) == (file, line_of(FIXTURE_REPO / file, text))
         assert text in finding["details"]["source"]  # the comment shows the offending line
 
 

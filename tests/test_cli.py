@@ -6,16 +6,22 @@ reach a worker and take a fraction of a second each.
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
 import pytest
 
-from bad_repo.harness import CliRun, copy_repo, line_of, run_cli, write_good_samples
+from fixture_repo.harness import CliRun, copy_repo, line_of, run_cli, write_samples
 from onnx_parity import __version__
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO_ROOT / "examples" / "seed-failures"
+EXPECTED_LOCAL = REPO_ROOT / "tests" / "expected" / "seed-failures.local.md"
+# A figure as the report prints it (1.01e+02, 2.98e-08); those below NOISE are float rounding,
+# which differs by CPU (AVX-512 or not) at the last digits, and are compared as "noise" only.
+FIGURE = re.compile(r"\b\d\.\d\de[+-]\d\d\b")
+NOISE = 1e-4
 # A bug planted in the product at run time: the only way to see exit 3 that no fix removes.
 INTERNAL_ERROR = (
     "-c",
@@ -50,7 +56,7 @@ def test_version_names_the_package_version(tmp_path: Path) -> None:
 
 def test_exit_0_when_every_model_passes(tmp_path: Path) -> None:
     repo = copy_repo(tmp_path / "repo")
-    write_good_samples(repo)
+    write_samples(repo)
     done = run_cli("check", "--config", "configs/passing.toml", "--jobs", "1", cwd=repo,
                    out=tmp_path / "out")
     assert done.code == 0, done.stderr
@@ -76,7 +82,7 @@ def test_exit_2_for_a_configuration_mistake_without_starting_a_worker(tmp_path: 
 def test_an_output_folder_that_cannot_be_written_stops_before_any_model_runs(
         tmp_path: Path) -> None:
     repo = copy_repo(tmp_path / "repo")
-    write_good_samples(repo)
+    write_samples(repo)
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
     done = run_cli("check", "--config", "configs/passing.toml", cwd=repo, out=blocked)
@@ -176,3 +182,19 @@ def test_example_writes_every_output_file(example_run: CliRun) -> None:
     assert exported == {"small-cnn", "small-cnn-frozen", "branchy", "spectrum"}
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert markdown.startswith("### ❌ ONNX parity: 2 of 5 models pass (3 failing)")
+
+
+def _comparable(markdown: str) -> list[str]:
+    """The report without its footer line, rounding-level figures masked."""
+    masked = FIGURE.sub(lambda m: "<noise>" if float(m.group()) < NOISE else m.group(), markdown)
+    return masked.splitlines()[:-1]
+
+
+def test_example_report_is_the_documented_comment(example_run: CliRun) -> None:
+    """tests/expected/seed-failures.local.md is the comment the README shows: a real run of the
+    example must produce it, so an engine message cannot change and leave it stale. Refresh it
+    with `python tests/expected/regenerate.py --from-example`."""
+    actual = (example_run.folder / "report.md").read_text(encoding="utf-8")
+    expected = EXPECTED_LOCAL.read_text(encoding="utf-8")
+    assert actual.splitlines()[-1].startswith("<sub>onnx-parity ")  # the footer: versions
+    assert _comparable(actual) == _comparable(expected)

@@ -12,7 +12,7 @@ import logging
 import pytest
 
 import openapi_contract
-from fake_github import FakeGitHub, Fault, Token
+from fake_github import FakeGitHub, Fault, RecordingSleep, Token
 from onnx_parity.publishing.github.comments import comment_marker, upsert_comment
 from onnx_parity.publishing.github.http import GitHubClient, RetryPolicy
 from openapi_contract import ContractUnavailable, load_contract
@@ -25,14 +25,6 @@ APP = "ghs_" + "AppS3cret" * 3
 TOKENS = {PERSONAL: Token.user("alice"), WORKFLOW: Token.installation(),
           FORK: Token.installation(can_write=False), APP: Token.installation("parity-app[bot]")}
 NOW = 1_750_000_000.0
-
-
-class RecordingSleep:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 @pytest.fixture(scope="session")

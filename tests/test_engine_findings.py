@@ -10,7 +10,7 @@ from onnx import numpy_helper
 
 from onnx_parity.findings import Severity
 
-TINY = Path(__file__).parent / "model_repo" / "models" / "tiny.py"
+TINY = Path(__file__).parent / "fixture_repo" / "models" / "tiny.py"
 
 
 def line_of(text: str) -> int:

@@ -14,19 +14,11 @@ from typing import Any
 
 import pytest
 
-from fake_github import FakeGitHub, Fault, Token
+from fake_github import FakeGitHub, Fault, RecordingSleep, Token
 from onnx_parity.publishing.github.http import GitHubClient, GitHubError, RetryPolicy
 
 TOKEN = "ghp_" + "S3cr3tT0ken" * 3
 FIXED_NOW = 1_750_000_000.0
-
-
-class RecordingSleep:
-    def __init__(self) -> None:
-        self.waits: list[float] = []
-
-    def __call__(self, seconds: float) -> None:
-        self.waits.append(seconds)
 
 
 @pytest.fixture

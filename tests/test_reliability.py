@@ -1,7 +1,7 @@
 """Faults in model code, through the real `onnx-parity check`: a segfault, a hang, a memory hog
 and a model that prints its environment, next to models that must pass regardless.
 
-Three CLI runs over tests/bad_repo/configs/faults.toml, each with a GitHub token in the
+Three CLI runs over tests/fixture_repo/configs/faults.toml, each with a GitHub token in the
 command's environment:
   all      every model, --jobs 2 (the fault findings, nothing lost, no token anywhere)
   jobs-1   every model but the hog, --jobs 1 } same verdicts, same report.md; the hog is left
@@ -19,17 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from bad_repo.harness import (
-    BAD_REPO,
+from fixture_repo.harness import (
+    FIXTURE_REPO,
     CliRun,
     copy_repo,
     line_of,
     run_cli,
-    write_good_samples,
+    write_samples,
 )
 
 CONFIG = "configs/faults.toml"
-FAULTS = BAD_REPO / "models" / "faults.py"
+FAULTS = FIXTURE_REPO / "models" / "faults.py"
 MODELS = ("good-a", "segfault", "hang", "memory-hog", "prints-environment", "good-b")
 PASSING = ("good-a", "prints-environment", "good-b")
 # Distinctive values: any copy of them anywhere is a leak.
@@ -64,7 +64,7 @@ def _wait(process: subprocess.Popen[str], out: Path) -> CliRun:
 def runs(tmp_path_factory: pytest.TempPathFactory) -> FaultRuns:
     root = tmp_path_factory.mktemp("faults")
     repo = copy_repo(root / "repo")
-    write_good_samples(repo)
+    write_samples(repo)
     everything = run_cli("check", "--config", CONFIG, "--jobs", "2", cwd=repo, out=root / "all",
                          env=SECRETS_ENV)
     print(f"\nfault run (6 models, --jobs 2): {everything.seconds:.1f} s")

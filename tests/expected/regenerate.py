@@ -1,7 +1,9 @@
 """Regenerate the expected markdown files from the committed report.json fixtures.
 
-    python tests/expected/regenerate.py            # rewrite every *.md here
-    python tests/expected/regenerate.py --check    # exit 1 if any would change
+    python tests/expected/regenerate.py                 # rewrite every *.md here
+    python tests/expected/regenerate.py --check         # exit 1 if any would change
+    python tests/expected/regenerate.py --from-example  # first run the bundled example and
+                                                        # keep its report.json as the fixture
 
 Review the diff before committing: these files ARE the product's comment, byte for byte.
 """
@@ -9,13 +11,17 @@ Review the diff before committing: these files ARE the product's comment, byte f
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from onnx_parity.report.markdown import render_markdown
 from onnx_parity.report.serialization import run_from_json
 
 HERE = Path(__file__).parent
+EXAMPLE = HERE.parent.parent / "examples" / "seed-failures"
 FOOTER = "onnx-parity expected-file footer"
 SOURCE_BASE = "https://github.com/octo-org/models/blob/0123456789abcdef0123456789abcdef01234567"
 VARIANTS = {"full": 2, "findings": 1, "table": 0}
@@ -33,7 +39,23 @@ def expected_files() -> dict[Path, str]:
     return rendered
 
 
+def refresh_from_example() -> None:
+    """Run the example through the real CLI and keep its report.json (exit 1 is its verdict)."""
+    with tempfile.TemporaryDirectory(prefix="onnx-parity-example-") as folder:
+        repo = Path(folder) / "seed-failures"
+        shutil.copytree(EXAMPLE, repo, ignore=shutil.ignore_patterns("__pycache__"))
+        out = Path(folder) / "out"
+        command = [sys.executable, "-m", "onnx_parity", "check", "--repo", str(repo),
+                   "--out", str(out)]
+        done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
+        if done.returncode != 1:
+            raise SystemExit(f"the example exited {done.returncode}, not 1:\n{done.stderr}")
+        shutil.copyfile(out / "report.json", HERE / "seed-failures.report.json")
+
+
 def main(argv: list[str]) -> int:
+    if "--from-example" in argv:
+        refresh_from_example()
     stale = [path for path, text in expected_files().items()
              if not path.exists() or path.read_text(encoding="utf-8") != text]
     if "--check" in argv:

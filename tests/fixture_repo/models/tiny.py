@@ -1,16 +1,14 @@
-"""Tiny real models, one per way an export goes wrong; used by tests/test_engine_*.py."""
+"""Tiny real models, one per way an export goes wrong; used by tests/test_engine_*.py.
+
+`Linear` and `TwoInputs` are the control group's (models/good.py), named here too.
+"""
 
 import torch
 from torch import nn
 
+from .good import Linear, TwoInputs
 
-class Linear(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.fc = nn.Linear(12, 3)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc(x)
+__all__ = ["Linear", "TwoInputs"]  # the control group's models, also configured as models.tiny
 
 
 class TrainingDropout(nn.Module):
@@ -80,17 +78,6 @@ class Box:
 class Boxed(nn.Module):
     def forward(self, x: torch.Tensor) -> Box:
         return Box(x * 2)
-
-
-class TwoInputs(nn.Module):
-    """Token ids and a mask: integer inputs, several inputs, matched by name."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.embed = nn.Embedding(50, 4)
-
-    def forward(self, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-        return (self.embed(ids) * mask.unsqueeze(-1).float()).sum(1)
 
 
 class Nested(nn.Module):

@@ -1,7 +1,7 @@
-"""Test harness around the bad repository: copy it, write its files, run the real CLI on it.
+"""Test harness around the fixture repository: copy it, write its files, run the real CLI on it.
 
-Nothing binary is committed: tests copy tests/bad_repo to a temporary folder and write the
-samples and weights its configurations name there. `write_good_samples` needs numpy only;
+Nothing binary is committed: tests copy tests/fixture_repo to a temporary folder and write the
+samples and weights its configurations name there. `write_samples` needs numpy only;
 `write_bad_files` also imports torch (for `.pt` files). `run_cli` runs
 `python -m onnx_parity ...` as a real subprocess, exactly as a user or the action would.
 """
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-BAD_REPO = Path(__file__).resolve().parent
+FIXTURE_REPO = Path(__file__).resolve().parent
 
 
 class Payload:
@@ -33,15 +33,19 @@ class Payload:
 
 
 def copy_repo(destination: Path) -> Path:
-    shutil.copytree(BAD_REPO, destination, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(FIXTURE_REPO, destination, ignore=shutil.ignore_patterns("__pycache__"))
     return destination
 
 
-def write_good_samples(repo: Path) -> None:
+def write_samples(repo: Path) -> None:
+    """The samples every configuration of the fixture repository names (seeded, numpy only)."""
     rng = np.random.default_rng(0)
     samples = repo / "samples"
     samples.mkdir(exist_ok=True)
     np.save(samples / "x.npy", rng.standard_normal((4, 12)).astype(np.float32))
+    np.save(samples / "positive.npy", rng.uniform(1, 2, (4, 12)).astype(np.float32))
+    mixed = np.concatenate([rng.uniform(1, 2, (2, 12)), rng.uniform(-3, -2, (2, 12))])
+    np.save(samples / "mixed.npy", mixed.astype(np.float32))
     np.save(samples / "ids.npy", rng.integers(0, 50, (4, 6)).astype(np.int64))
     np.save(samples / "mask.npy", (rng.random((4, 6)) > 0.3).astype(np.int64))
     np.save(samples / "scale.npy", rng.uniform(0.5, 2, (4, 1)).astype(np.float32))
@@ -50,7 +54,7 @@ def write_good_samples(repo: Path) -> None:
 def write_bad_files(repo: Path, markers: Path) -> None:
     """Every broken sample and weights file of configs/bad-inputs.toml; payloads touch files in
     `markers` if anything ever unpickles them."""
-    write_good_samples(repo)
+    write_samples(repo)
     samples = repo / "samples"
     rng = np.random.default_rng(1)
     whole = (samples / "x.npy").read_bytes()
