@@ -63,11 +63,6 @@ def error_location(error: BaseException, repo: Path) -> Location:
     return innermost_user_frame(traceback_frames(error), repo)
 
 
-def text_location(text: str, repo: Path) -> Location:
-    """The user's innermost line named in a Python traceback's text (most recent call last)."""
-    return innermost_user_frame(text_frames(text), repo)
-
-
 def stack_dump_location(lines: Iterable[str], repo: Path) -> Location:
     """The user's innermost line in a faulthandler dump, which lists the most recent call first."""
     frames = [frame for line in lines for frame in text_frames(line)]
