@@ -1,42 +1,59 @@
 """A small GitHub REST client: timeouts, bounded retries, rate limits, pagination.
 
-Stdlib only (urllib), so the action image needs no HTTP library. The rules:
+Built on requests: each client has one `requests.Session`, whose adapter hands urllib3 a
+`Retry` that knows GitHub's rules (`retry.py`), so urllib3 does the repeating and the counting,
+and the client handles what urllib3 hands back. The rules:
 
 - every request carries a timeout (`RetryPolicy.timeout_seconds`, applied to the connect and
   to each read);
 - 5xx answers, connection errors and timeouts are retried up to `attempts` times in all,
-  waiting `backoff_seconds * 2**k` (1, 2, 4, 8 s) in between;
-- rate limits (403/429 with `x-ratelimit-remaining: 0` -> wait until `x-ratelimit-reset`;
-  403/429 with `retry-after` -> wait that long; other 429s or 403s that say "rate limit" ->
-  wait 60 s) are waited out;
+  waiting `backoff_seconds * 2**k` (1, 2, 4, 8 s) in between. urllib3 repeats GET and PATCH
+  (and the other methods in `REPEATABLE_METHODS`) itself. A POST is never sent again blindly:
+  GitHub may have acted on it, so the client waits the same backoff and the caller's
+  `before_retry` decides (without one, the POST fails at once);
+- rate limits (403/429 with `x-ratelimit-remaining: 0` -> wait until `x-ratelimit-reset` by
+  the client's clock; 403/429 with `retry-after` -> wait that long; other 429s or 403s whose
+  message says "rate limit" -> wait 60 s) are waited out, whatever the method;
 - all waiting of one client together stays under `max_total_wait_seconds`; a wait that would
   cross it is not started, the request fails instead;
 - any other 4xx fails at once: repeating a refused request cannot change the answer.
 
+Every wait goes through the injected `sleep`; `requests_sent` counts every request sent.
 The token goes into the Authorization header and nowhere else: error texts are built from the
 method, the path and GitHub's own message, and are scrubbed of the token all the same.
+requests drops the header on a redirect to another host; pagination refuses such links.
 """
 
 from __future__ import annotations
 
-import http.client
-import json
 import logging
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+
+import requests
+from requests.auth import AuthBase
+from requests.utils import parse_header_links
+from urllib3.exceptions import NewConnectionError
+from urllib3.exceptions import TimeoutError as NoAnswerInTime
+
+from onnx_parity.publishing.github.retry import (
+    REPEATABLE_METHODS,
+    SECONDARY_LIMIT_WAIT_SECONDS,
+    Ledger,
+    RetryingAdapter,
+    RetryPolicy,
+    backoff_seconds,
+    rate_limit_wait,
+)
+
+__all__ = ["BeforeRetry", "GitHubClient", "GitHubError", "Response", "RetryPolicy"]
 
 LOG = logging.getLogger(__name__)
 
 API_VERSION = "2022-11-28"
 PER_PAGE = 100
-# GitHub's advice for a secondary rate limit that names no wait: at least a minute.
-SECONDARY_LIMIT_WAIT_SECONDS = 60.0
-# x-ratelimit-reset has one-second resolution; never wait less than this for a limit.
-MIN_RATE_LIMIT_WAIT_SECONDS = 1.0
 
 
 class GitHubError(Exception):
@@ -53,14 +70,6 @@ class GitHubError(Exception):
         self.status = status
         self.api_message = api_message
         self.kind = kind
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    timeout_seconds: float = 30.0
-    attempts: int = 5
-    backoff_seconds: float = 1.0
-    max_total_wait_seconds: float = 120.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +95,17 @@ class _NoAnswer:
 BeforeRetry = Callable[[], "Response | None"]
 
 
+class _BearerToken(AuthBase):
+    """The token as session auth: with an auth set, requests never lets ~/.netrc replace it."""
+
+    def __init__(self, token: str) -> None:
+        self._token = token
+
+    def __call__(self, request: requests.PreparedRequest) -> requests.PreparedRequest:
+        request.headers["Authorization"] = f"Bearer {self._token}"
+        return request
+
+
 class GitHubClient:
     def __init__(
         self,
@@ -98,10 +118,18 @@ class GitHubClient:
         self._api_url = api_url.rstrip("/")
         self._token = token
         self.policy = policy
-        self._sleep = sleep
-        self._clock = clock
-        self.waited_seconds = 0.0  # all backoff and rate-limit waiting so far
-        self.requests_sent = 0  # HTTP requests sent so far, retries included
+        self._ledger = Ledger(policy, sleep, clock)
+        self._session = _session(token, self._ledger)
+
+    @property
+    def waited_seconds(self) -> float:
+        """All backoff and rate-limit waiting so far."""
+        return self._ledger.waited
+
+    @property
+    def requests_sent(self) -> int:
+        """HTTP requests sent so far, retries included."""
+        return self._ledger.sent
 
     def request(
         self,
@@ -119,19 +147,21 @@ class GitHubClient:
         """
         failures = 0
         while True:
-            answer = self._send(method, path, body)
+            answer = self._exchange(method, path, body)
             if isinstance(answer, Response) and answer.status < 400:
                 return answer
-            if isinstance(answer, Response) and _rate_limit_wait(answer, self._clock()) is not None:
-                self._wait_for_rate_limit(method, path, answer)
-                continue
             if isinstance(answer, Response) and answer.status < 500:
-                raise self._error(method, path, answer, "refused")
-            failures += 1
-            if failures >= self.policy.attempts:
+                self._settle_refusal(method, path, answer)  # raises unless it waited a limit out
+                continue
+            # urllib3's count; at least 1 for a failure it never saw (reading the body).
+            failures += max(self._ledger.failures, 1)
+            if method in REPEATABLE_METHODS or failures >= self.policy.attempts:
                 raise self._error(method, path, answer, "unavailable", failures)
+            if before_retry is None:
+                raise self._error(method, path, answer, "unavailable", failures,
+                                  "; not sent again, as GitHub may have acted on it")
             self._backoff(method, path, answer, failures)
-            settled = before_retry() if before_retry else None
+            settled = before_retry()
             if settled is not None:
                 return settled
 
@@ -147,43 +177,27 @@ class GitHubClient:
             yield from page.body
             next_path = self._next_link(page.headers.get("link", ""))
 
-    # -- one HTTP exchange -------------------------------------------------------------
+    # -- one exchange (urllib3 repeats inside it as `GitHubRetry` says) -----------------
 
-    def _send(self, method: str, path: str, body: object | None) -> Response | _NoAnswer:
-        request = urllib.request.Request(
-            self._url(path), method=method, headers=self._headers(body is not None),
-            data=None if body is None else json.dumps(body).encode("utf-8"))
-        self.requests_sent += 1
+    def _exchange(self, method: str, path: str, body: object | None) -> Response | _NoAnswer:
+        seconds = self.policy.timeout_seconds
         try:
-            with urllib.request.urlopen(request, timeout=self.policy.timeout_seconds) as answer:
-                return _response(answer.status, answer.headers.items(), answer.read())
-        except urllib.error.HTTPError as answer:
-            with answer:
-                return _response(answer.code, answer.headers.items(), answer.read())
-        except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
+            answer = self._session.request(method, self._url(path), json=body,
+                                           timeout=(seconds, seconds))
+        except requests.RequestException as error:
             return _NoAnswer(self._no_answer_reason(error))
+        return _response(answer)
 
-    def _no_answer_reason(self, error: Exception) -> str:
-        reason = getattr(error, "reason", error)
-        if isinstance(reason, TimeoutError):
+    def _no_answer_reason(self, error: requests.RequestException) -> str:
+        cause = _root_cause(error)
+        if isinstance(cause, NoAnswerInTime) and not isinstance(cause, NewConnectionError):
             return f"no answer within {self.policy.timeout_seconds:g} s (timeout)"
-        return f"connection failed ({type(reason).__name__}: {reason})"
+        return f"connection failed ({type(cause).__name__}: {cause})"
 
     def _url(self, path: str) -> str:
         if path.startswith(("http://", "https://")):
             return path
         return f"{self._api_url}/{path.lstrip('/')}"
-
-    def _headers(self, has_body: bool) -> dict[str, str]:
-        headers = {
-            "Accept": "application/vnd.github+json",
-            "Authorization": f"Bearer {self._token}",
-            "X-GitHub-Api-Version": API_VERSION,
-            "User-Agent": "onnx-parity",
-        }
-        if has_body:
-            headers["Content-Type"] = "application/json"
-        return headers
 
     def _next_link(self, link_header: str) -> str | None:
         """The rel="next" URL, only if it points at our API: the token must not go elsewhere."""
@@ -198,42 +212,46 @@ class GitHubClient:
                 None, "", "refused")
         return target
 
-    # -- waiting ---------------------------------------------------------------------
+    # -- what urllib3 handed back ------------------------------------------------------
+
+    def _settle_refusal(self, method: str, path: str, answer: Response) -> None:
+        """Raise for a 4xx, unless it is a rate limit named only in the body: wait that out."""
+        asked = rate_limit_wait(answer.status, answer.headers, self._ledger.clock())
+        if asked is not None:  # urllib3 saw this limit and stopped: the wait crosses the bound
+            raise self._rate_limited(method, path, answer, asked)
+        if answer.status != 403 or "rate limit" not in answer.api_message.lower():
+            raise self._error(method, path, answer, "refused")
+        # urllib3 reads headers, not bodies: a secondary limit that GitHub names only in its
+        # JSON message is waited out here, from the same budget.
+        if not self._ledger.fits(SECONDARY_LIMIT_WAIT_SECONDS):
+            raise self._rate_limited(method, path, answer, SECONDARY_LIMIT_WAIT_SECONDS)
+        LOG.info("%s %s: rate-limited (403); waiting %.0f s", method, _path_only(path),
+                 SECONDARY_LIMIT_WAIT_SECONDS)
+        self._ledger.wait(SECONDARY_LIMIT_WAIT_SECONDS)
 
     def _backoff(self, method: str, path: str, answer: Response | _NoAnswer, failures: int) -> None:
-        seconds = self.policy.backoff_seconds * 2 ** (failures - 1)
-        if not self._within_budget(seconds):
+        seconds = backoff_seconds(self.policy.backoff_seconds, failures)
+        if not self._ledger.fits(seconds):
             raise self._error(method, path, answer, "unavailable", failures)
-        LOG.info("%s %s: %s; retrying in %g s (attempt %d of %d)", method, _path_only(path),
-                 _describe(answer), seconds, failures + 1, self.policy.attempts)
-        self._wait(seconds)
-
-    def _wait_for_rate_limit(self, method: str, path: str, answer: Response) -> None:
-        seconds = _rate_limit_wait(answer, self._clock()) or 0.0
-        if not self._within_budget(seconds):
-            raise GitHubError(self._scrub(
-                f"{method} {_path_only(path)}: GitHub's rate limit asks to wait {seconds:.0f} s, "
-                f"which would exceed the {self.policy.max_total_wait_seconds:g} s bound on "
-                f"waiting ({self.waited_seconds:.0f} s spent already); gave up. "
-                f"GitHub said: {answer.status} {answer.api_message or '(no message)'}"),
-                answer.status, answer.api_message, "rate-limited")
-        LOG.info("%s %s: rate-limited (%d); waiting %.0f s", method, _path_only(path),
-                 answer.status, seconds)
-        self._wait(seconds)
-
-    def _within_budget(self, seconds: float) -> bool:
-        return self.waited_seconds + seconds <= self.policy.max_total_wait_seconds
-
-    def _wait(self, seconds: float) -> None:
-        self.waited_seconds += seconds
-        self._sleep(seconds)
+        LOG.info("%s %s: %s; checking and retrying in %g s (attempt %d of %d)", method,
+                 _path_only(path), _describe(answer), seconds, failures + 1, self.policy.attempts)
+        self._ledger.wait(seconds)
 
     # -- errors ----------------------------------------------------------------------
 
+    def _rate_limited(self, method: str, path: str, answer: Response,
+                      seconds: float) -> GitHubError:
+        return GitHubError(self._scrub(
+            f"{method} {_path_only(path)}: GitHub's rate limit asks to wait {seconds:.0f} s, "
+            f"which would exceed the {self.policy.max_total_wait_seconds:g} s bound on "
+            f"waiting ({self._ledger.waited:.0f} s spent already); gave up. "
+            f"GitHub said: {answer.status} {answer.api_message or '(no message)'}"),
+            answer.status, self._scrub(answer.api_message), "rate-limited")
+
     def _error(self, method: str, path: str, answer: Response | _NoAnswer, kind: str,
-               attempts: int = 1) -> GitHubError:
+               attempts: int = 1, note: str = "") -> GitHubError:
         tries = f" after {attempts} attempts" if attempts > 1 else ""
-        text = f"{method} {_path_only(path)} failed{tries}: {_describe(answer)}"
+        text = f"{method} {_path_only(path)} failed{tries}: {_describe(answer)}{note}"
         status = answer.status if isinstance(answer, Response) else None
         message = answer.api_message if isinstance(answer, Response) else ""
         return GitHubError(self._scrub(text), status, self._scrub(message), kind)
@@ -242,28 +260,30 @@ class GitHubClient:
         return text.replace(self._token, "***") if self._token else text
 
 
-def _response(status: int, headers: object, raw: bytes) -> Response:
-    lowered = {name.lower(): value for name, value in headers}  # type: ignore[attr-defined]
+def _session(token: str, ledger: Ledger) -> requests.Session:
+    session = requests.Session()
+    session.auth = _BearerToken(token)
+    session.headers.update({"Accept": "application/vnd.github+json",
+                            "X-GitHub-Api-Version": API_VERSION, "User-Agent": "onnx-parity"})
+    adapter = RetryingAdapter(ledger)
+    session.mount("https://", adapter)
+    session.mount("http://", adapter)
+    return session
+
+
+def _response(answer: requests.Response) -> Response:
+    headers = {name.lower(): value for name, value in answer.headers.items()}
     try:
-        body = json.loads(raw) if raw.strip() else None
+        body = answer.json() if answer.content.strip() else None
     except ValueError:
         body = None  # e.g. the HTML page of a 502 from GitHub's front end
-    return Response(status, lowered, body)
+    return Response(answer.status_code, headers, body)
 
 
-def _rate_limit_wait(answer: Response, now: float) -> float | None:
-    """Seconds to wait if `answer` is a rate-limit answer, else None."""
-    if answer.status not in (403, 429):
-        return None
-    retry_after = answer.headers.get("retry-after", "").strip()
-    if retry_after.isdigit():
-        return max(float(retry_after), MIN_RATE_LIMIT_WAIT_SECONDS)
-    reset = answer.headers.get("x-ratelimit-reset", "").strip()
-    if answer.headers.get("x-ratelimit-remaining") == "0" and reset.isdigit():
-        return max(float(reset) - now, MIN_RATE_LIMIT_WAIT_SECONDS)
-    if answer.status == 429 or "rate limit" in answer.api_message.lower():
-        return SECONDARY_LIMIT_WAIT_SECONDS
-    return None
+def _root_cause(error: requests.RequestException) -> object:
+    """urllib3's error under requests' wrapping; under a MaxRetryError, the last one it saw."""
+    cause = error.args[0] if error.args and isinstance(error.args[0], Exception) else error
+    return getattr(cause, "reason", cause)
 
 
 def _describe(answer: Response | _NoAnswer) -> str:
@@ -287,9 +307,5 @@ def _with_query(path: str, **params: str) -> str:
 
 def _link_next(link_header: str) -> str | None:
     """The target of rel="next" in an RFC 8288 Link header, as GitHub writes it."""
-    for part in link_header.split(","):
-        target, _, params = part.partition(";")
-        rels = [p.strip() for p in params.split(";")]
-        if 'rel="next"' in rels or "rel=next" in rels:
-            return target.strip().strip("<>")
-    return None
+    links = parse_header_links(link_header) if link_header.strip() else []
+    return next((link["url"] for link in links if link.get("rel") == "next"), None)
