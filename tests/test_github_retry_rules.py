@@ -5,6 +5,8 @@ Against the fake GitHub over real HTTP on 127.0.0.1; waits go through a recordin
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from fake_github import FakeGitHub, Fault, Token
@@ -45,7 +47,7 @@ def events() -> Events:
 
 
 def client_for(github: FakeGitHub, events: Events, token: str = TOKEN,
-               **policy: float) -> GitHubClient:
+               **policy: Any) -> GitHubClient:
     return GitHubClient(github.url, token, RetryPolicy(**{"timeout_seconds": 5.0, **policy}),
                         sleep=events.sleep, clock=lambda: NOW)
 

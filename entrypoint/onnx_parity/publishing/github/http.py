@@ -31,6 +31,7 @@ import time
 import urllib.parse
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import requests
 from requests.auth import AuthBase
@@ -38,6 +39,7 @@ from requests.utils import parse_header_links
 from urllib3.exceptions import NewConnectionError
 from urllib3.exceptions import TimeoutError as NoAnswerInTime
 
+from onnx_parity.errors import OnnxParityError
 from onnx_parity.publishing.github.retry import (
     REPEATABLE_METHODS,
     SECONDARY_LIMIT_WAIT_SECONDS,
@@ -53,10 +55,11 @@ __all__ = ["BeforeRetry", "GitHubClient", "GitHubError", "Response", "RetryPolic
 LOG = logging.getLogger(__name__)
 
 API_VERSION = "2022-11-28"
+DEFAULT_POLICY = RetryPolicy()
 PER_PAGE = 100
 
 
-class GitHubError(Exception):
+class GitHubError(OnnxParityError):
     """A GitHub API request failed for good (after any retries the rules allow).
 
     `status` is the final HTTP status, or None when no answer came (timeout, connection).
@@ -76,7 +79,7 @@ class GitHubError(Exception):
 class Response:
     status: int
     headers: Mapping[str, str]  # names lower-cased
-    body: object  # parsed JSON, or None for an empty or non-JSON body
+    body: Any  # parsed JSON, or None for an empty or non-JSON body
 
     @property
     def api_message(self) -> str:
@@ -111,7 +114,7 @@ class GitHubClient:
         self,
         api_url: str,
         token: str,
-        policy: RetryPolicy = RetryPolicy(),
+        policy: RetryPolicy = DEFAULT_POLICY,
         sleep: Callable[[float], None] = time.sleep,
         clock: Callable[[], float] = time.time,
     ) -> None:
@@ -165,7 +168,7 @@ class GitHubClient:
             if settled is not None:
                 return settled
 
-    def paginate(self, path: str) -> Iterator[object]:
+    def paginate(self, path: str) -> Iterator[Any]:
         """Yield every item of a list endpoint, page by page (100 a page), to the last page."""
         next_path: str | None = _with_query(path, per_page=str(PER_PAGE))
         while next_path is not None:

@@ -132,6 +132,7 @@ class GitHubRetry(Retry):
 
 
 def _stop(pool: ConnectionPool | None, url: str | None, error: Exception | None) -> MaxRetryError:
+    # urllib3 itself raises it with pool=None when it has none; its hints say a pool.
     return MaxRetryError(pool, url, error or ResponseError("not repeated"))  # type: ignore[arg-type]
 
 
