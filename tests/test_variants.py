@@ -197,3 +197,57 @@ def test_report_json_round_trips_the_variants(cli_run: CliRun) -> None:
     again = render_markdown(run)
     written = (cli_run.folder / "report.md").read_text(encoding="utf-8")
     assert again.splitlines() == written.splitlines()[:-2]  # the same, but for the footer
+
+
+# ---------------------------------------------------------------------------------------------
+# The keys: top level and per model, each mistake one paragraph naming the key and the fix
+
+
+SETTINGS_MODEL = """
+[[model]]
+name = "m"
+factory = "models.net:build"
+inputs = { input = "samples/x.npy" }
+"""
+
+
+def settings_of(repo: Path, text: str):
+    from onnx_parity.settings.loading import load_settings
+
+    (repo / "onnx-parity.toml").write_text(text, encoding="utf-8")
+    return load_settings(repo)
+
+
+def test_variant_keys_default_to_none_and_are_overridden_per_model(tmp_path: Path) -> None:
+    (plain,) = settings_of(tmp_path, SETTINGS_MODEL).models
+    assert (plain.variants, plain.calibration) == ((), "minmax")
+    assert (plain.min_sqnr_db, plain.min_top1_agreement) == (None, None)
+    text = ('variants = ["fp16"]\nmin-sqnr-db = 30\n' + SETTINGS_MODEL
+            + 'variants = ["int8-static", "int8-dynamic"]\ncalibration = "percentile"\n'
+            "min-top1-agreement = 0.99\n")
+    (model,) = settings_of(tmp_path, text).models
+    assert model.variants == ("int8-static", "int8-dynamic")
+    assert (model.calibration, model.min_sqnr_db, model.min_top1_agreement) == (
+        "percentile", 30.0, 0.99)
+
+
+@pytest.mark.parametrize("line,says", [
+    ('variants = ["int8_static"]', 'unknown deployment variant "int8_static"; did you mean '
+     '"int8-static"? Use one of "int8-dynamic", "int8-static", "fp16".'),
+    ('variants = "fp16"', 'expected a list of deployment variants, e.g. variants = '
+     '["int8-dynamic", "fp16"]'),
+    ('variants = ["fp16", "fp16"]', "fp16 appears more than once; list each variant once."),
+    ('calibration = "histogram"', 'unknown calibration method "histogram".'),
+    ("min-sqnr-db = inf", "inf is not a finite number."),
+    ("min-top1-agreement = 1.5", "1.5 is not between 0 and 1."),
+    ("min-top1-agreement = true", "expected a share between 0 and 1"),
+])
+def test_a_bad_variant_key_names_the_key_and_the_fix(tmp_path: Path, line: str,
+                                                     says: str) -> None:
+    from onnx_parity.settings.values import ConfigError
+
+    with pytest.raises(ConfigError) as raised:
+        settings_of(tmp_path, SETTINGS_MODEL + line + "\n")
+    key = line.split(" =")[0]
+    assert f'onnx-parity.toml: model "m": key "{key}": ' in str(raised.value)
+    assert says in str(raised.value)

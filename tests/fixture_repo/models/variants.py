@@ -28,8 +28,11 @@ class OutlierChannel(nn.Module):
         self.mix = nn.Conv2d(8, 8, 3, padding=1)
         with torch.no_grad():
             self.mix.weight[:, 0] *= 1000.0
-            self.stem.weight[0] /= 1000.0  # keeps channel 0's activations small, the output fair
-            self.stem.bias[0] /= 1000.0
+            # Channel 0's activations stay small, so the output is not dominated by it.
+            self.stem.weight[0] /= 1000.0
+            bias = self.stem.bias
+            assert bias is not None
+            bias[0] /= 1000.0
         self.head = nn.Linear(8, 10)
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
