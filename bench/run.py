@@ -35,6 +35,9 @@ ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "seed-failures"
 BARE_CHECK = Path(__file__).resolve().parent / "bare_check.py"
 PASSING_MODELS = ("small-cnn", "spectrum")
+# The example's CNN with its three deployment variants (int8-dynamic, int8-static, fp16).
+VARIANTS_CONFIG = "variants.toml"
+VARIANTS_AIM = 0.5
 OVERHEAD_AIM = 1.3
 HELP_AIM_SECONDS = 0.5
 HELP_RUNS_AT_LEAST = 5
@@ -91,6 +94,7 @@ class Figures:
     bare_profile: dict[str, float]
     jobs1_profile: dict[str, float]
     jobs2_profile: dict[str, float]
+    variants_profile: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -122,6 +126,7 @@ class Figures:
             "parity_profile": self.parity_profile, "serial_profile": self.serial_profile,
             "bare_profile": self.bare_profile,
             "jobs1_profile": self.jobs1_profile, "jobs2_profile": self.jobs2_profile,
+            "variants_profile": self.variants_profile, "variants_aim": VARIANTS_AIM,
             "notes": self.notes,
         }
 
@@ -226,6 +231,18 @@ def parity_profile(run: Timed) -> dict[str, float]:
     return profile
 
 
+def variants_profile(run: Timed) -> dict[str, float]:
+    """What the deployment variants add to one model's check, from report.json's steps."""
+    assert run.out_dir is not None
+    report = json.loads((run.out_dir / "report.json").read_text(encoding="utf-8"))
+    (model,) = report["models"]
+    steps = {step["step"]: step["seconds"] for step in model["steps"]}
+    variants = steps.pop("variants", 0.0)
+    check = sum(steps.values())
+    return {"fp32 check (load, build, export, verify)": check, "variants": variants,
+            "ratio": variants / check if check else 0.0}
+
+
 def bare_profile(run: Timed) -> dict[str, float]:
     profile: dict[str, float] = {"wall": run.seconds}
     for line in run.stdout.splitlines():
@@ -284,6 +301,10 @@ def _all_models(repo: Path, jobs: int, out: Path | None) -> list[str]:
     return check_command(repo, out, (), jobs)
 
 
+def _variants_command(repo: Path, out: Path | None) -> list[str]:
+    return [*check_command(repo, out, (), None), "--config", str(repo / VARIANTS_CONFIG)]
+
+
 def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
     found = machine()
     parity = Runner(lambda out: check_command(repo, out, PASSING_MODELS, None), (0,), workspace)
@@ -295,6 +316,8 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
     # Three of the five models fail on purpose: exit 1 is the expected verdict.
     jobs = [Runner(functools.partial(_all_models, repo, n), (0, 1), workspace) for n in (1, 2)]
     jobs1_runs, jobs2_runs = alternate(jobs, repeat)
+    variants = Runner(functools.partial(_variants_command, repo), (0,), workspace)
+    (variant_runs,) = alternate((variants,), repeat)
     found["load_average_after"] = os.getloadavg()
     return Figures(
         machine=found,
@@ -310,6 +333,7 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
         bare_profile=median_profile([bare_profile(run) for run in bare_runs]),
         jobs1_profile=median_profile([parity_profile(run) for run in jobs1_runs]),
         jobs2_profile=median_profile([parity_profile(run) for run in jobs2_runs]),
+        variants_profile=median_profile([variants_profile(run) for run in variant_runs]),
         notes=_notes(found),
     )
 
@@ -357,7 +381,18 @@ def _verdicts(figures: Figures) -> list[str]:
         f"same with onnx-parity at --jobs 1 (both sequential): {figures.serial_ratio:.2f}x",
         f"parallel speed-up (jobs 1 / jobs 2, medians): {figures.speedup:.2f}x",
         f"--help: {figures.help.median:.2f} s (aim < {HELP_AIM_SECONDS} s)",
+        *_variants_verdict(figures.variants_profile),
     ]
+
+
+def _variants_verdict(profile: dict[str, float]) -> list[str]:
+    if not profile:
+        return []
+    over = "" if profile["ratio"] < VARIANTS_AIM else "  OVER AIM"
+    check = profile["fp32 check (load, build, export, verify)"]
+    return [(f"deployment variants (int8-dynamic, int8-static, fp16) on small-cnn: "
+             f"+{profile['variants']:.2f} s on a {check:.2f} s fp32 check "
+             f"({profile['ratio']:.2f}x, aim < {VARIANTS_AIM}x){over}")]
 
 
 def _profiles(figures: Figures) -> list[str]:

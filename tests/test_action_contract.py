@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
@@ -126,3 +127,24 @@ def test_readme_states_the_exit_codes_and_the_fork_story():
     for needle in ("pull_request_target", "comment-from-report", "workflow_run",
                    "run-fork-code-with-write-token", "::add-mask::"):
         assert needle in text, f"README.md never mentions {needle}"
+
+
+def test_readme_gives_each_finding_code_the_catalogues_fix():
+    """The README's table and the comment say the same fix (the catalogue is the source)."""
+    text = readme()
+    for code, info in CATALOGUE.items():
+        row = re.search(rf"^\| `{re.escape(code)}` \|.*\|\s*$", text, re.M)
+        assert row, f"README.md has no row for `{code}` in its finding table"
+        fix = row.group(0).strip().strip("|").split(" | ")[-1].strip().replace("\\|", "|")
+        assert fix == info.fix, f"README's fix for `{code}` differs from findings.CATALOGUE"
+
+
+def test_readme_documents_every_configuration_key():
+    from onnx_parity.settings.loading import MODEL_KEYS, TOP_KEYS
+    from onnx_parity.settings.model_keys import ALLOW_WARNING_KEYS
+
+    text = readme()
+    keys = [key for key in (*TOP_KEYS, *MODEL_KEYS, *ALLOW_WARNING_KEYS) if key != "model"]
+    missing = [key for key in keys if f"`{key}`" not in text]
+    assert "`[[model]]`" in text
+    assert not missing, f"README.md does not document the configuration keys {missing}"

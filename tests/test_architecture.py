@@ -26,11 +26,12 @@ LAYERS: dict[str, int] = {
     "models": 2,
     "export": 3,
     "verification": 4,
-    "isolation": 5,  # knows nothing of torch, nor of any stage
-    "pipeline": 6,
-    "report": 7,
-    "publishing": 8,
-    "cli": 9, "__main__": 9,
+    "variants": 5,
+    "isolation": 6,  # knows nothing of torch, nor of any stage
+    "pipeline": 7,
+    "report": 8,
+    "publishing": 9,
+    "cli": 10, "__main__": 10,
 }
 # What the vocabulary and the pool may import besides each other.
 VOCABULARY = {"errors", "ansi", "credentials", "findings", "results", "locations"}

@@ -38,6 +38,10 @@ def test_benchmark_prints_and_writes_its_figures(tmp_path: Path) -> None:
         for step in ("load samples", "build model", "export", "verify"):
             assert f"{model}: {step}" in figures["parity_profile"]
         assert f"{model}: build + export" in figures["bare_profile"]
+    # What the deployment variants add to the example CNN's check, as a ratio.
+    variants = figures["variants_profile"]
+    assert variants["variants"] > 0 and variants["fp32 check (load, build, export, verify)"] > 0
+    assert f"({variants['ratio']:.2f}x, aim < 0.5x)" in done.stdout
 
 
 def test_bare_check_prints_a_difference_per_model() -> None:

@@ -131,6 +131,26 @@ CATALOGUE: dict[str, CodeInfo] = {
         "the model did not finish within `timeout-seconds`",
         "Raise `timeout-seconds` for this model, or use smaller samples or fewer batch sizes.",
     ),
+    "variant-degraded": CodeInfo(
+        Severity.ERROR,
+        "a deployment variant (int8, fp16) misses `min-sqnr-db` or `min-top1-agreement`",
+        "Look at the tensors named as losing the most: keep that layer in float (e.g. exclude "
+        "its nodes from quantization), calibrate `int8-static` on more real samples or with "
+        "`calibration = \"entropy\"`/`\"percentile\"`, or rescale the outlier channel; "
+        "if the loss is acceptable, lower the threshold.",
+    ),
+    "fp16-overflow": CodeInfo(
+        Severity.ERROR,
+        "an fp32 activation on the samples is outside float16's range (|x| > 65504)",
+        "Scale the activation down at the line shown (normalise the input, move a large "
+        "constant factor after a reduction) or keep that part of the graph in float32.",
+    ),
+    "variant-error": CodeInfo(
+        Severity.ERROR,
+        "a deployment variant could not be built or run (the fp32 verdict stands)",
+        "Read onnxruntime's message: an operator without an int8 or fp16 kernel, or a "
+        "calibration that failed; drop that variant from `variants` or change the operator.",
+    ),
     "out-of-memory": CodeInfo(
         Severity.ERROR,
         "the model's worker went past `memory-limit-mb`",

@@ -47,6 +47,52 @@ class StepTiming:
 
 
 @dataclass(frozen=True)
+class VariantComparison:
+    """A deployment variant against PyTorch's fp32 output, for one output at one batch."""
+
+    output: str
+    batch_size: int
+    input_shapes: dict[str, tuple[int, ...]]
+    max_abs_diff: float | None
+    # 20 * log10(|ref| / |ref - out|); inf when the two are identical. None: not comparable.
+    sqnr_db: float | None
+    cosine: float | None
+    # Share of rows whose argmax over the last axis agrees (None: the output holds no scores).
+    top1_agreement: float | None
+
+
+@dataclass(frozen=True)
+class VariantResult:
+    """One deployment variant of a model: what it was built into and how close it stays."""
+
+    name: str  # "int8-dynamic" | "int8-static" | "fp16"
+    fp32_size_bytes: int
+    size_bytes: int | None = None  # None: it could not be built
+    sha256: str | None = None
+    comparisons: tuple[VariantComparison, ...] = ()
+    latency_ms: float | None = None  # onnxruntime median at the first batch size (report only)
+    fp32_latency_ms: float | None = None
+    notes: tuple[str, ...] = ()
+    skipped: str | None = None  # why it was not built (the fp32 model did not pass)
+    # How it was made and judged: calibration (int8-static), min-sqnr-db, min-top1-agreement.
+    settings: dict[str, object] = field(default_factory=dict)
+    # Path in the engine's work folder; publishing moves it to --out as <model>.<name>.onnx.
+    onnx_path: str | None = None
+
+    @property
+    def worst_sqnr_db(self) -> float | None:
+        return _min_or_none(c.sqnr_db for c in self.comparisons)
+
+    @property
+    def worst_top1_agreement(self) -> float | None:
+        return _min_or_none(c.top1_agreement for c in self.comparisons)
+
+    @property
+    def max_abs_diff(self) -> float | None:
+        return _max_or_none(c.max_abs_diff for c in self.comparisons)
+
+
+@dataclass(frozen=True)
 class ModelResult:
     name: str
     exporter: str | None
@@ -64,6 +110,7 @@ class ModelResult:
     onnx_sha256: str | None = None
     sample_sha256: dict[str, str] = field(default_factory=dict)
     log: str = ""
+    variants: tuple[VariantResult, ...] = ()
 
     @property
     def passed(self) -> bool:
@@ -102,3 +149,8 @@ class RunResult:
 def _max_or_none(values: Iterable[float | None]) -> float | None:
     present = [value for value in values if value is not None]
     return max(present) if present else None
+
+
+def _min_or_none(values: Iterable[float | None]) -> float | None:
+    present = [value for value in values if value is not None]
+    return min(present) if present else None

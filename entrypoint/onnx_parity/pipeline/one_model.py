@@ -20,20 +20,29 @@ from typing import Any
 from onnx_parity.export.inspection import inspect_model
 from onnx_parity.export.model_checks import model_findings
 from onnx_parity.export.outcome import ExportOutcome, export_model
-from onnx_parity.findings import Finding
+from onnx_parity.findings import Finding, Severity
 from onnx_parity.models.binding import BoundInputs, bind_inputs
 from onnx_parity.models.factory import LoadedModel, build_model
 from onnx_parity.models.load_errors import LoadError, load_finding
 from onnx_parity.models.reference import ReferenceFailure
 from onnx_parity.models.samples import SampleSet, load_samples
-from onnx_parity.results import ExportAttempt, ModelResult, OutputComparison, StepTiming
+from onnx_parity.results import (
+    ExportAttempt,
+    ModelResult,
+    OutputComparison,
+    StepTiming,
+    VariantResult,
+)
 from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.variants.checked import check_variants, skipped_variants
 from onnx_parity.verification import frozen
 from onnx_parity.verification.outputs import sample_notes
 from onnx_parity.verification.run_failures import reference_finding
 from onnx_parity.verification.verified import Exported, verify_model
 
 Progress = Callable[[str], None]
+SKIPPED = ("the fp32 model did not pass, so no variant was built from it: fix its findings "
+           "first (a variant is only worth checking against a verified fp32 baseline)")
 
 
 @dataclass
@@ -50,6 +59,7 @@ class Ledger:
     onnx_path: str | None = None
     onnx_sha256: str | None = None
     sample_sha256: dict[str, str] = field(default_factory=dict)
+    variants: list[VariantResult] = field(default_factory=list)
 
     def result(self) -> ModelResult:
         return ModelResult(
@@ -58,7 +68,7 @@ class Ledger:
             batch_sizes=self.spec.batch_sizes, findings=tuple(self.findings),
             comparisons=tuple(self.comparisons), attempts=tuple(self.attempts),
             steps=tuple(self.steps), onnx_path=self.onnx_path, onnx_sha256=self.onnx_sha256,
-            sample_sha256=dict(self.sample_sha256),
+            sample_sha256=dict(self.sample_sha256), variants=tuple(self.variants),
         )
 
 
@@ -120,6 +130,21 @@ def _stages(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer: T
         verified = verify_model(loaded.module, exported, bound, samples.golden, spec, repo)
         ledger.findings += verified.findings
         ledger.comparisons += verified.comparisons
+    if spec.variants:
+        with timer.step("variants"):
+            _variants(loaded.module, outcome.model_bytes, bound, spec, repo, workdir, ledger)
+
+
+def _variants(module: Any, model_bytes: bytes, bound: BoundInputs, spec: ModelSpec, repo: Path,
+              workdir: Path, ledger: Ledger) -> None:
+    """Deployment variants, built only from an fp32 model that passed."""
+    if any(finding.severity == Severity.ERROR for finding in ledger.findings):
+        checked = skipped_variants(spec, len(model_bytes), SKIPPED)
+    else:
+        folder = workdir / f"{spec.name}.variants"
+        checked = check_variants(module, model_bytes, bound, spec, repo, folder)
+    ledger.variants += checked.results
+    ledger.findings += checked.findings
 
 
 def _load(spec: ModelSpec, repo: Path, ledger: Ledger) -> SampleSet:

@@ -8,8 +8,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity.errors import UserError
-from onnx_parity.report.serialization import parity_record, run_to_json
-from onnx_parity.results import RunResult
+from onnx_parity.report.serialization import (
+    parity_record,
+    run_to_json,
+    variant_file,
+    variant_record,
+)
+from onnx_parity.results import ModelResult, RunResult, VariantResult
 
 
 class OutputError(UserError):
@@ -62,6 +67,18 @@ def _write_model(run: RunResult, name: str, out: Path) -> None:
         shutil.move(model.onnx_path, out / onnx_file)
     record = parity_record(model, run.versions, onnx_file)
     _write_json(out / f"{name}.parity.json", record)
+    for variant in model.variants:
+        _write_variant(run, model, variant, out)
+
+
+def _write_variant(run: RunResult, model: ModelResult, variant: VariantResult, out: Path) -> None:
+    """`<model>.<variant>.onnx` and its `<model>.<variant>.parity.json` beside the fp32 files."""
+    file = variant_file(model.name, variant)
+    if file and variant.onnx_path and Path(variant.onnx_path).is_file():
+        shutil.move(variant.onnx_path, out / file)
+    if variant.skipped is None:
+        _write_json(out / f"{model.name}.{variant.name}.parity.json",
+                    variant_record(model, variant, run.versions))
 
 
 def _write_json(path: Path, document: object) -> None:

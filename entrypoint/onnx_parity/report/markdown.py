@@ -1,12 +1,14 @@
 """The markdown verdict: what the PR comment, the step summary and report.md carry.
 
 A pure function of the run's results. Deterministic: no timings, no machine paths, no
-random values in the body; only the footer (versions) is allowed to differ between runs.
+random values in the body; only the footer (versions) and the deployment variants' measured
+latency (report/variants_table.py) differ between runs.
 """
 
 from __future__ import annotations
 
 from onnx_parity.findings import Finding, Severity
+from onnx_parity.report.variants_table import variants_section
 from onnx_parity.results import ModelResult, OutputComparison, RunResult
 
 FULL, FINDINGS, TABLE = 2, 1, 0
@@ -17,6 +19,8 @@ ICON = {Severity.ERROR: "❌", Severity.WARNING: "⚠️", Severity.NOTE: "ℹ�
 def render_markdown(run: RunResult, *, source_base: str | None = None, detail: int = FULL,
                     footer: str = "") -> str:
     parts = [_headline(run), "", *_table(run)]
+    if detail > TABLE and (variants := variants_section(run)):
+        parts += ["", *variants]
     if detail > TABLE:
         for model in run.models:
             if not model.passed or _has_warnings(model):

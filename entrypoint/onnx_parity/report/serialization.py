@@ -14,12 +14,21 @@ from typing import Any
 
 from onnx_parity import __version__
 from onnx_parity.errors import UserError
-from onnx_parity.findings import Finding
-from onnx_parity.results import ExportAttempt, ModelResult, OutputComparison, RunResult, StepTiming
+from onnx_parity.findings import Finding, Severity
+from onnx_parity.results import (
+    ExportAttempt,
+    ModelResult,
+    OutputComparison,
+    RunResult,
+    StepTiming,
+    VariantComparison,
+    VariantResult,
+)
 
 SCHEMA_VERSION = 1
 # OutputComparison's figures that may be infinite.
 NUMBERS = ("max_abs_diff", "max_rel_diff", "smallest_passing_atol")
+VARIANT_NUMBERS = ("max_abs_diff", "sqnr_db", "cosine", "top1_agreement")
 RULE = "|onnx - torch| <= atol + rtol * |torch|"
 
 Json = Any
@@ -115,7 +124,53 @@ def model_to_json(model: ModelResult) -> dict[str, Json]:
         "steps": encode(model.steps),
         "onnx_sha256": model.onnx_sha256,
         "sample_sha256": dict(model.sample_sha256),
+        "variants": [variant_to_json(model, variant) for variant in model.variants],
     }
+
+
+def variant_file(model: str, variant: VariantResult) -> str | None:
+    """`<model>.<variant>.onnx` in the output folder, when the variant was built."""
+    return f"{model}.{variant.name}.onnx" if variant.size_bytes is not None else None
+
+
+def variant_findings(model: ModelResult, variant: str) -> list[Finding]:
+    return [f for f in model.findings if f.details.get("variant") == variant]
+
+
+def variant_to_json(model: ModelResult, variant: VariantResult) -> dict[str, Json]:
+    return {
+        "name": variant.name,
+        "file": variant_file(model.name, variant),
+        "sha256": variant.sha256,
+        "size_bytes": variant.size_bytes,
+        "fp32_size_bytes": variant.fp32_size_bytes,
+        "latency_ms": variant.latency_ms,
+        "fp32_latency_ms": variant.fp32_latency_ms,
+        "comparisons": encode(variant.comparisons),
+        "notes": list(variant.notes),
+        "skipped": variant.skipped,
+        "settings": encode(variant.settings),
+        "findings": [finding_to_json(f) for f in variant_findings(model, variant.name)],
+    }
+
+
+def variant_from_json(data: dict[str, Json]) -> VariantResult:
+    return VariantResult(
+        name=data["name"], fp32_size_bytes=data["fp32_size_bytes"],
+        size_bytes=data.get("size_bytes"), sha256=data.get("sha256"),
+        comparisons=tuple(_variant_comparison(c) for c in data.get("comparisons", [])),
+        latency_ms=data.get("latency_ms"), fp32_latency_ms=data.get("fp32_latency_ms"),
+        notes=tuple(data.get("notes", [])), skipped=data.get("skipped"),
+        settings=dict(data.get("settings", {})),
+    )
+
+
+def _variant_comparison(data: dict[str, Json]) -> VariantComparison:
+    fields = dict(data)
+    fields["input_shapes"] = {k: tuple(v) for k, v in fields["input_shapes"].items()}
+    for key in VARIANT_NUMBERS:
+        fields[key] = _number(fields[key])
+    return VariantComparison(**fields)
 
 
 def run_from_json(data: Json) -> RunResult:
@@ -145,6 +200,7 @@ def _model_from_json(item: dict[str, Json]) -> ModelResult:
         attempts=tuple(ExportAttempt(**a) for a in item.get("attempts", [])),
         steps=tuple(StepTiming(**s) for s in item.get("steps", [])),
         onnx_sha256=item.get("onnx_sha256"), sample_sha256=dict(item.get("sample_sha256", {})),
+        variants=tuple(variant_from_json(v) for v in item.get("variants", [])),
     )
 
 
@@ -170,4 +226,21 @@ def parity_record(model: ModelResult, versions: dict[str, str],
         "onnx_sha256": model.onnx_sha256,
         "sample_sha256": dict(model.sample_sha256),
         "findings": [finding_to_json(f) for f in model.findings],
+    }
+
+
+def variant_record(model: ModelResult, variant: VariantResult,
+                   versions: dict[str, str]) -> dict[str, Json]:
+    """`<model>.<variant>.parity.json`: what the variant was made from, how, and its figures."""
+    found = variant_findings(model, variant.name)
+    return {
+        "model": model.name,
+        "variant": variant.name,
+        "passed": all(f.severity != Severity.ERROR for f in found),
+        "tool_version": __version__,
+        "versions": dict(versions),
+        "made_from": {"onnx_file": f"{model.name}.onnx", "onnx_sha256": model.onnx_sha256},
+        **{key: value for key, value in variant_to_json(model, variant).items()
+           if key not in ("findings", "name")},
+        "findings": [finding_to_json(f) for f in found],
     }

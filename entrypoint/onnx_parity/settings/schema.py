@@ -38,6 +38,8 @@ DEFAULT_BATCH_SIZES = (1, 4)
 DEFAULT_TIMEOUT_SECONDS = 600.0
 MIN_OPSET = 7
 MAX_OPSET = 23
+VARIANTS = ("int8-dynamic", "int8-static", "fp16")
+CALIBRATIONS = ("minmax", "entropy", "percentile")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,6 +116,41 @@ def memory_limit_value(value: object, where: str) -> int:
     return megabytes
 
 
+def variants_value(value: object, where: str) -> tuple[str, ...]:
+    fix = (f'a list of deployment variants, e.g. variants = ["int8-dynamic", "fp16"] (any of '
+           f"{quoted(VARIANTS)})")
+    if not isinstance(value, list):
+        raise wrong_type(where, value, fix)
+    names = tuple(_choice(item, where, VARIANTS, "deployment variant") for item in value)
+    no_duplicates(names, where, "list each variant once")
+    return names
+
+
+def calibration_value(value: object, where: str) -> str:
+    return _choice(value, where, CALIBRATIONS, "calibration method")
+
+
+def _choice(value: object, where: str, choices: tuple[str, ...], what: str) -> str:
+    if not isinstance(value, str):
+        raise wrong_type(where, value, f"one of {quoted(choices)}")
+    if value not in choices:
+        raise ConfigError(f'{where}: unknown {what} "{shown(value)}"'
+                          f"{did_you_mean(value, choices)} Use one of {quoted(choices)}.")
+    return value
+
+
+def sqnr_value(value: object, where: str) -> float:
+    return float(finite_number(value, where, "a number of decibels, e.g. min-sqnr-db = 25"))
+
+
+def agreement_value(value: object, where: str) -> float:
+    share = finite_number(value, where, "a share between 0 and 1, e.g. min-top1-agreement = 0.99")
+    if not 0 <= share <= 1:
+        raise ConfigError(f"{where}: {share} is not between 0 and 1. Write the share of samples "
+                          "whose top-1 class must agree, e.g. min-top1-agreement = 0.99.")
+    return float(share)
+
+
 # ---------------------------------------------------------------------------------------------
 # The settings
 
@@ -159,6 +196,11 @@ class ModelSpec:
     batch_sizes: tuple[int, ...] = setting("batch-sizes", DEFAULT_BATCH_SIZES, batch_sizes_value)
     timeout_seconds: float = setting("timeout-seconds", DEFAULT_TIMEOUT_SECONDS, timeout_value)
     memory_limit_mb: int | None = setting("memory-limit-mb", None, memory_limit_value)
+    # Deployment variants built from the verified fp32 model (variants/).
+    variants: tuple[str, ...] = setting("variants", (), variants_value)
+    calibration: str = setting("calibration", "minmax", calibration_value)
+    min_sqnr_db: float | None = setting("min-sqnr-db", None, sqnr_value)
+    min_top1_agreement: float | None = setting("min-top1-agreement", None, agreement_value)
 
 
 def overridable() -> tuple[Overridable, ...]:

@@ -26,6 +26,13 @@ def sample_notes(notes: Iterable[str]) -> list[Finding]:
     ]
 
 
+def variant_nonfinite(variant: str, output: str, batch_size: int, count: int) -> Finding:
+    """A deployment variant gives NaN or Inf where PyTorch's fp32 output is finite."""
+    return Finding("nan-or-inf", f'{variant}: output "{output}" at batch {batch_size} holds '
+                   f"{count} NaN or Inf value(s) where PyTorch's fp32 output is finite",
+                   details={"variant": variant, "output": output, "batch_size": batch_size})
+
+
 def output_names(spec: ModelSpec, reference: Reference,
                  onnx_names: tuple[str, ...]) -> tuple[str, ...]:
     """The configured names, else the places in forward's returned structure, else ONNX's."""

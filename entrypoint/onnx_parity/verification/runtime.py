@@ -46,6 +46,14 @@ def open_session(model_bytes: bytes) -> Session:
     )
 
 
+def session_feed(session: Session, names: tuple[str, ...],
+                 feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """`feed` (by our input names) keyed by the session's input names: by name, else by place."""
+    if set(session.input_names) == set(names):
+        return {name: feed[name] for name in session.input_names}
+    return {ort: feed[ours] for ort, ours in zip(session.input_names, names, strict=False)}
+
+
 def run_session(session: Session, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
     outputs = _native_call(lambda: session.handle.run(None, feed))
     return [np.asarray(value) for value in outputs]

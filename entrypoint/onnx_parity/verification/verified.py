@@ -37,7 +37,13 @@ from onnx_parity.verification.outputs import (
     output_names,
 )
 from onnx_parity.verification.run_failures import native_line, reference_finding, runtime_finding
-from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session, run_session
+from onnx_parity.verification.runtime import (
+    RuntimeFailure,
+    Session,
+    open_session,
+    run_session,
+    session_feed,
+)
 
 # Each batch size runs over consecutive cuts covering every sample, up to this many cuts.
 MAX_CUTS_PER_BATCH_SIZE = 8
@@ -114,7 +120,7 @@ def _run_batch(module: Any, session: Session, bound: BoundInputs, spec: ModelSpe
             verified.findings.append(reference_finding(error, size, verified.repo))
         return None
     try:
-        actual = run_session(session, _ort_feed(session, bound, feed))
+        actual = run_session(session, session_feed(session, bound.names, feed))
     except RuntimeFailure as error:
         if other_size:
             frozen.add_run(f"onnxruntime fails at batch {size} (exported from batch "
@@ -123,14 +129,6 @@ def _run_batch(module: Any, session: Session, bound: BoundInputs, spec: ModelSpe
             verified.findings.append(runtime_finding(f"onnxruntime fails at batch {size}", error))
         return None
     return _compare_all(reference, actual, session, spec, size, verified)
-
-
-def _ort_feed(session: Session, bound: BoundInputs,
-              feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    if set(session.input_names) == set(bound.names):
-        return {name: feed[name] for name in session.input_names}
-    return {ort: feed[ours]
-            for ort, ours in zip(session.input_names, bound.names, strict=False)}
 
 
 def _compare_all(reference: Reference, actual: list[np.ndarray], session: Session,

@@ -1,0 +1,200 @@
+"""The variants stage of one model: each configured variant built from the verified fp32 model,
+run on every batch the fp32 model ran, compared with PyTorch's fp32 outputs.
+
+`check_variants` is the stage's entry. It runs only for a model whose fp32 export passed
+(`skipped_variants` records why the others get none); a variant that cannot be built or run
+is a `variant-error` and the fp32 verdict stands.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnx_parity.findings import Finding
+from onnx_parity.models.batches import batch_plan
+from onnx_parity.models.binding import BoundInputs
+from onnx_parity.models.reference import as_tensors, batch_arrays, run_reference
+from onnx_parity.results import VariantComparison, VariantResult
+from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.variants.activations import FloatModel
+from onnx_parity.variants.build import Feed, VariantFailure, build_variant
+from onnx_parity.variants.figures import compare_variant
+from onnx_parity.variants.review import degraded, misses, overflow, variant_error
+from onnx_parity.verification.compare import nonfinite_mismatch
+from onnx_parity.verification.outputs import output_names, variant_nonfinite
+from onnx_parity.verification.runtime import (
+    RuntimeFailure,
+    Session,
+    open_session,
+    run_session,
+    session_feed,
+)
+
+# The same batches verification compared: per batch size, cuts covering every sample.
+MAX_CUTS_PER_BATCH_SIZE = 8
+LATENCY_RUNS = 10  # timed runs per model after one warm-up; the median is reported
+FEW_CALIBRATION_SAMPLES = 16
+
+
+@dataclass(frozen=True)
+class Case:
+    """One batch PyTorch ran: what onnxruntime is fed, and PyTorch's fp32 outputs."""
+
+    batch_size: int
+    feed: Feed  # keyed by the ONNX model's input names
+    input_shapes: dict[str, tuple[int, ...]]
+    names: tuple[str, ...]
+    reference: tuple[np.ndarray, ...]
+
+
+@dataclass(frozen=True)
+class VariantsChecked:
+    results: tuple[VariantResult, ...]
+    findings: tuple[Finding, ...]
+
+
+@dataclass(frozen=True)
+class _Context:
+    spec: ModelSpec
+    cases: tuple[Case, ...]
+    fp32: FloatModel
+    fp32_size: int
+    fp32_latency_ms: float
+    folder: Path
+    samples: int
+
+
+def skipped_variants(spec: ModelSpec, fp32_size: int, reason: str) -> VariantsChecked:
+    return VariantsChecked(tuple(VariantResult(kind, fp32_size, skipped=reason)
+                                 for kind in spec.variants), ())
+
+
+def check_variants(module: Any, model_bytes: bytes, bound: BoundInputs, spec: ModelSpec,
+                   repo: Path, folder: Path) -> VariantsChecked:
+    folder.mkdir(parents=True, exist_ok=True)
+    fp32_path = folder / "fp32.onnx"
+    fp32_path.write_bytes(model_bytes)
+    session = open_session(model_bytes)
+    cases = _cases(module, session, bound, spec)
+    calibration = _calibration_feeds(session, bound)
+    context = _Context(spec, cases, FloatModel(fp32_path, calibration, repo, folder),
+                       len(model_bytes), median_latency_ms(session, cases[0].feed), folder,
+                       bound.sample_count)
+    results, findings = [], []
+    for kind in spec.variants:
+        result, found = _variant(kind, context, calibration)
+        results.append(result)
+        findings += found
+    if "fp16" in spec.variants and (overflows := context.fp32.overflows()):
+        findings.append(overflow(overflows))
+    return VariantsChecked(tuple(results), tuple(findings))
+
+
+def _variant(kind: str, context: _Context,
+             calibration: list[Feed]) -> tuple[VariantResult, list[Finding]]:
+    notes = _notes(kind, context.samples)
+    settings = _settings(kind, context.spec)
+    base = VariantResult(kind, context.fp32_size, notes=notes, settings=settings,
+                         fp32_latency_ms=context.fp32_latency_ms)
+    try:
+        data = build_variant(kind, context.fp32.path, context.folder, calibration,
+                             context.spec.calibration)
+        session = _session(kind, data)
+        comparisons, broken = _compare(kind, session, context.cases)
+    except VariantFailure as failure:
+        return base, [variant_error(failure)]
+    path = context.folder / f"{kind}.onnx"
+    result = VariantResult(
+        kind, context.fp32_size, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
+        comparisons=tuple(comparisons), notes=notes, onnx_path=str(path), settings=settings,
+        latency_ms=median_latency_ms(session, context.cases[0].feed),
+        fp32_latency_ms=context.fp32_latency_ms)
+    missed = misses(result, context.spec)
+    if missed:
+        broken.append(degraded(kind, missed, context.fp32.losses(kind, path)))
+    return result, broken
+
+
+def _session(kind: str, data: bytes) -> Session:
+    try:
+        return open_session(data)
+    except RuntimeFailure as error:
+        raise VariantFailure(kind, "loaded by onnxruntime", error) from error
+
+
+def _compare(kind: str, session: Session,
+             cases: tuple[Case, ...]) -> tuple[list[VariantComparison], list[Finding]]:
+    comparisons: list[VariantComparison] = []
+    broken: list[Finding] = []
+    for case in cases:
+        try:
+            outputs = run_session(session, case.feed)
+        except RuntimeFailure as error:
+            raise VariantFailure(kind, f"run at batch {case.batch_size}", error) from error
+        for name, ref, got in zip(case.names, case.reference, outputs, strict=False):
+            comparisons.append(compare_variant(name, case.batch_size, case.input_shapes, ref, got))
+            if count := nonfinite_mismatch(ref, got):
+                broken.append(variant_nonfinite(kind, name, case.batch_size, count))
+    return comparisons, _first_per_output(broken)
+
+
+def _first_per_output(findings: list[Finding]) -> list[Finding]:
+    """One nan-or-inf per output of a variant: its first batch says it."""
+    seen: dict[object, Finding] = {}
+    for finding in findings:
+        seen.setdefault(finding.details.get("output"), finding)
+    return list(seen.values())
+
+
+def _cases(module: Any, session: Session, bound: BoundInputs, spec: ModelSpec) -> tuple[Case, ...]:
+    cases = []
+    for size in spec.batch_sizes:
+        for cut in list(batch_plan(bound.sample_count, (size,)))[:MAX_CUTS_PER_BATCH_SIZE]:
+            feed = batch_arrays(bound.arrays, bound.names, cut.start, size)
+            reference = run_reference(module, as_tensors(feed, bound.names))
+            shapes = {name: tuple(int(n) for n in feed[name].shape) for name in bound.names}
+            cases.append(Case(size, session_feed(session, bound.names, feed), shapes,
+                              output_names(spec, reference, session.output_names),
+                              reference.arrays))
+    return tuple(cases)
+
+
+def _calibration_feeds(session: Session, bound: BoundInputs) -> list[Feed]:
+    """Every committed sample, one at a time (or in the model's static batch when it has one)."""
+    static = session.handle.get_inputs()[0].shape[0]
+    size = static if isinstance(static, int) and static > 0 else 1
+    return [session_feed(session, bound.names, batch_arrays(bound.arrays, bound.names, start,
+                                                            size))
+            for start in range(0, bound.sample_count, size)]
+
+
+def _settings(kind: str, spec: ModelSpec) -> dict[str, object]:
+    made = {"calibration": spec.calibration} if kind == "int8-static" else {}
+    return {**made, "min_sqnr_db": spec.min_sqnr_db,
+            "min_top1_agreement": spec.min_top1_agreement}
+
+
+def _notes(kind: str, calibration_samples: int) -> tuple[str, ...]:
+    if kind != "int8-static" or calibration_samples >= FEW_CALIBRATION_SAMPLES:
+        return ()
+    return (f"calibrated on {calibration_samples} committed sample(s), fewer than "
+            f"{FEW_CALIBRATION_SAMPLES}: the activation ranges may not cover deployed inputs; "
+            "commit more real, preprocessed samples",)
+
+
+def median_latency_ms(session: Session, feed: Feed) -> float:
+    """onnxruntime's median wall time for one run (report only: machines are noisy)."""
+    session.handle.run(None, feed)  # warm-up: allocations and kernel selection
+    times = []
+    for _ in range(LATENCY_RUNS):
+        began = time.perf_counter()
+        session.handle.run(None, feed)
+        times.append(time.perf_counter() - began)
+    return 1000.0 * statistics.median(times)
