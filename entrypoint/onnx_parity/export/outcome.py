@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from onnx_parity.export.capture import CapturedWarning
-from onnx_parity.export.export_batch import choose_export_batch
+from onnx_parity.export.export_batch import HardCodedBatch, choose_export_batch
 from onnx_parity.export.exporters import Exported, ExportRequest, export
 from onnx_parity.export.failures import ExportFailure
 from onnx_parity.export.inspection import inspect_model
@@ -25,7 +25,7 @@ from onnx_parity.export.review import (
 )
 from onnx_parity.findings import Finding
 from onnx_parity.models.binding import BoundInputs
-from onnx_parity.models.reference import as_tensors, batch_arrays
+from onnx_parity.models.reference import as_call, batch_arrays
 from onnx_parity.results import ExportAttempt
 from onnx_parity.settings.schema import ModelSpec
 
@@ -36,13 +36,14 @@ class ExportOutcome:
     model_bytes: bytes | None
     export_batch: int
     # Evidence that the batch axis is frozen, found before export (PyTorch fails at batch 2).
-    frozen: str | None
+    frozen: HardCodedBatch | None
     attempts: tuple[ExportAttempt, ...]
     findings: tuple[Finding, ...]
+    program: Any = None  # dynamo's ONNXProgram, for localising a mismatch (never pickled)
 
 
 def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -> ExportOutcome:
-    batch, frozen = choose_export_batch(module, bound, spec)
+    batch, frozen = choose_export_batch(module, bound, spec, repo)
     request = _request(module, bound, spec, start=0, batch=batch)
     exported, failures = _try_exporters(spec.exporters, request)
     tried: list[Exported | ExportFailure] = [*failures, *([exported] if exported else [])]
@@ -56,15 +57,18 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -
         model_bytes=exported.model_bytes if exported else None,
         export_batch=batch, frozen=frozen, attempts=attempts,
         findings=tuple(merge_branches(findings)),
+        program=exported.program if exported else None,
     )
 
 
 def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,
              batch: int) -> ExportRequest:
     feed = batch_arrays(bound.arrays, bound.names, start, batch)
+    args, kwargs = as_call(feed, bound)
     return ExportRequest(
-        module=module, args=as_tensors(feed, bound.names), input_names=bound.names,
-        output_names=spec.outputs, dynamic_axes=spec.dynamic_axes, opset=spec.opset,
+        module=module, args=args, input_names=bound.names, output_names=spec.outputs,
+        dynamic_axes=spec.dynamic_axes, opset=spec.opset, kwargs=kwargs,
+        parameters=tuple(bound.parameter(name) for name in bound.names),
     )
 
 

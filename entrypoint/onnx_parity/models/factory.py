@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from onnx_parity.findings import Finding
-from onnx_parity.locations import error_location
+from onnx_parity.locations import error_location, shorten
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.settings.schema import ModelSpec
 
@@ -177,8 +177,7 @@ def _few(keys: list[str], limit: int = 5) -> str:
 
 
 def _first_line(error: BaseException, limit: int = 240) -> str:
-    text = " ".join(str(error).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shorten(str(error), limit)
 
 
 def _training_mode_findings(module: Any, reference: str) -> tuple[Finding, ...]:

@@ -26,7 +26,13 @@ from onnx_parity.models.factory import LoadedModel, build_model
 from onnx_parity.models.load_errors import LoadError, load_finding
 from onnx_parity.models.reference import ReferenceFailure
 from onnx_parity.models.samples import SampleSet, load_samples
-from onnx_parity.results import ExportAttempt, ModelResult, OutputComparison, StepTiming
+from onnx_parity.results import (
+    Divergence,
+    ExportAttempt,
+    ModelResult,
+    OutputComparison,
+    StepTiming,
+)
 from onnx_parity.settings.schema import ModelSpec
 from onnx_parity.verification import frozen
 from onnx_parity.verification.outputs import sample_notes
@@ -50,6 +56,9 @@ class Ledger:
     onnx_path: str | None = None
     onnx_sha256: str | None = None
     sample_sha256: dict[str, str] = field(default_factory=dict)
+    axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
+    dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    divergence: Divergence | None = None
 
     def result(self) -> ModelResult:
         return ModelResult(
@@ -59,6 +68,9 @@ class Ledger:
             comparisons=tuple(self.comparisons), attempts=tuple(self.attempts),
             steps=tuple(self.steps), onnx_path=self.onnx_path, onnx_sha256=self.onnx_sha256,
             sample_sha256=dict(self.sample_sha256),
+            runtime_optimization=self.spec.runtime_optimization,
+            axis_sizes=dict(self.axis_sizes), dimension_sizes=dict(self.dimension_sizes),
+            divergence=self.divergence,
         )
 
 
@@ -109,17 +121,20 @@ def _stages(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer: T
         _record_export(outcome, ledger)
     if outcome.model_bytes is None:
         if outcome.frozen:
-            ledger.findings += frozen.before_export(outcome.frozen)
+            ledger.findings += frozen.before_export(spec, bound, outcome.frozen.evidence,
+                                                    outcome.frozen.place)
         return
     _save_model(outcome.model_bytes, workdir, ledger)
     with timer.step("verify"):
         facts = inspect_model(outcome.model_bytes)
         ledger.opset = facts.opset
         ledger.findings += model_findings(facts, spec)
-        exported = Exported(outcome.model_bytes, facts, outcome.export_batch, outcome.frozen)
+        exported = Exported(outcome.model_bytes, facts, outcome.export_batch, outcome.frozen,
+                            outcome.findings)
         verified = verify_model(loaded.module, exported, bound, samples.golden, spec, repo)
         ledger.findings += verified.findings
         ledger.comparisons += verified.comparisons
+        ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
 
 
 def _load(spec: ModelSpec, repo: Path, ledger: Ledger) -> SampleSet:
@@ -133,7 +148,9 @@ def _build(spec: ModelSpec, repo: Path, samples: SampleSet,
            ledger: Ledger) -> tuple[LoadedModel, BoundInputs]:
     loaded = build_model(spec, repo)
     ledger.findings += loaded.findings
-    return loaded, bind_inputs(loaded.module, spec, samples.named, samples.positional)
+    bound = bind_inputs(loaded.module, spec, samples.named, samples.positional)
+    ledger.findings += bound.findings()
+    return loaded, bound
 
 
 def _record_export(outcome: ExportOutcome, ledger: Ledger) -> None:

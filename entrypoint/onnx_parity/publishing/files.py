@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity.errors import UserError
-from onnx_parity.report.serialization import parity_record, run_to_json
+from onnx_parity.report.serialization import divergence_record, parity_record, run_to_json
 from onnx_parity.results import RunResult
 
 
@@ -62,6 +62,9 @@ def _write_model(run: RunResult, name: str, out: Path) -> None:
         shutil.move(model.onnx_path, out / onnx_file)
     record = parity_record(model, run.versions, onnx_file)
     _write_json(out / f"{name}.parity.json", record)
+    divergence = divergence_record(model)
+    if divergence is not None:
+        _write_json(out / f"{name}.divergence.json", divergence)
 
 
 def _write_json(path: Path, document: object) -> None:
