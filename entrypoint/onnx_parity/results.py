@@ -66,6 +66,9 @@ class NodeCheck:
     max_rel_diff: float | None
     inside: bool  # every element within atol + rtol * |torch|
     first: bool = False  # the first value outside tolerance whose inputs are all inside
+    # The innermost frame when it lies in an installed package (`torch/nn/modules/conv.py:385`);
+    # file/line are then the user's call site.
+    library_frame: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,6 +87,8 @@ class Divergence:
     seconds: float
     # Why no first node was named (None when one was), e.g. TorchScript without module scopes.
     unlocalised: str | None = None
+    # How much the first diverging node's compared inputs differ at most (0: exact inputs).
+    inputs_max_abs_diff: float | None = None
 
     @property
     def first(self) -> NodeCheck | None:

@@ -34,10 +34,11 @@ from onnx_parity.results import (
     StepTiming,
 )
 from onnx_parity.settings.schema import ModelSpec
-from onnx_parity.verification import frozen
+from onnx_parity.verification import frozen, localise
+from onnx_parity.verification.cuts import CutRun
 from onnx_parity.verification.outputs import sample_notes
 from onnx_parity.verification.run_failures import reference_finding
-from onnx_parity.verification.verified import Exported, verify_model
+from onnx_parity.verification.verified import Exported, Verified, verify_model
 
 Progress = Callable[[str], None]
 
@@ -77,9 +78,10 @@ class Ledger:
 class Timer:
     """Announces each step (progress) and records how long it took (StepTiming)."""
 
-    def __init__(self, ledger: Ledger, progress: Progress):
+    def __init__(self, ledger: Ledger, progress: Progress, started: float):
         self.ledger = ledger
         self.progress = progress
+        self.started = started  # time.monotonic() when the model's run began
 
     def step(self, name: str) -> _Step:
         self.progress(name)
@@ -103,7 +105,7 @@ def run_model(payload: tuple[ModelSpec, Path], workdir: Path, progress: Progress
     _tolerant_console()
     ledger = Ledger(spec)
     try:
-        _stages(spec, repo, workdir, ledger, Timer(ledger, progress))
+        _stages(spec, repo, workdir, ledger, Timer(ledger, progress, time.monotonic()))
     except LoadError as error:
         ledger.findings.append(load_finding(error))
     except ReferenceFailure as error:  # PyTorch cannot run the samples before any export
@@ -126,16 +128,36 @@ def _stages(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer: T
         return
     _save_model(outcome.model_bytes, workdir, ledger)
     with timer.step("verify"):
-        facts = inspect_model(outcome.model_bytes)
-        ledger.opset = facts.opset
-        ledger.findings += model_findings(facts, spec)
-        exported = Exported(outcome.model_bytes, facts, outcome.export_batch, outcome.frozen,
-                            outcome.findings)
-        verified = verify_model(loaded.module, exported, bound, samples.golden, spec, repo)
-        ledger.findings += verified.findings
-        ledger.comparisons += verified.comparisons
-        ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
+        verified = _verify(loaded, bound, samples, outcome, spec, repo, ledger)
+    failure = localise.target(verified.findings, verified.failed)
+    if failure is not None:
+        with timer.step("localise"):
+            _localise(loaded, bound, outcome, failure, verified, spec, repo, ledger, timer)
+    ledger.findings += verified.findings
+    ledger.comparisons += verified.comparisons
+    ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
 
+
+def _verify(loaded: LoadedModel, bound: BoundInputs, samples: SampleSet, outcome: ExportOutcome,
+            spec: ModelSpec, repo: Path, ledger: Ledger) -> Verified:
+    assert outcome.model_bytes is not None  # only an exported model is verified
+    facts = inspect_model(outcome.model_bytes)
+    ledger.opset = facts.opset
+    ledger.findings += model_findings(facts, spec)
+    exported = Exported(outcome.model_bytes, facts, outcome.export_batch, outcome.frozen,
+                        outcome.findings)
+    return verify_model(loaded.module, exported, bound, samples.golden, spec, repo)
+
+
+def _localise(loaded: LoadedModel, bound: BoundInputs, outcome: ExportOutcome,
+              failure: tuple[CutRun, str], verified: Verified, spec: ModelSpec, repo: Path,
+              ledger: Ledger, timer: Timer) -> None:
+    assert outcome.model_bytes is not None
+    request = localise.Localisation(
+        loaded.module, outcome.program, outcome.exporter or "", outcome.model_bytes, bound,
+        spec, repo, localise.deadline_for(spec.timeout_seconds, timer.started))
+    ledger.divergence = localise.localise(request, *failure)
+    verified.findings = localise.attach(verified.findings, ledger.divergence, repo)
 
 def _load(spec: ModelSpec, repo: Path, ledger: Ledger) -> SampleSet:
     samples = load_samples(spec.inputs, repo)

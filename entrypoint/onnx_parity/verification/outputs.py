@@ -127,7 +127,8 @@ def _parity_finding(output: str, failing: list[OutputComparison], nonfinite: boo
     return Finding("nan-or-inf" if nonfinite else "parity-mismatch",
                    f'output "{output}" ' + "; ".join(parts),
                    fix=_explained_fix(cause) if cause else None,
-                   details={"batches": [c.batch_size for c in failing]})
+                   details={"batches": [c.batch_size for c in failing], "output": output,
+                            **({"explained_by": cause.code} if cause else {})})
 
 
 def _explained_fix(cause: Finding) -> str:
