@@ -101,7 +101,8 @@ def test_the_first_outside_value_with_inside_inputs_introduces_the_drift() -> No
     assert found is not None and (found.value, found.inputs_max_abs_diff) == ("c", 1e-9)
     # the drift starts at the very first value: its inputs are the graph's, exact
     verdicts["a"] = Verdict(False, 1e-3)
-    assert first_divergence(compared, verdicts, sources).value == "a"
+    again = first_divergence(compared, verdicts, sources)
+    assert again is not None and again.value == "a"
     # everything inside: nothing to name
     assert first_divergence(compared, {k: Verdict(True, 0.0) for k in compared}, sources) is None
 
