@@ -18,6 +18,7 @@ from onnx_parity.export.exporters import Exported, ExportRequest, export
 from onnx_parity.export.failures import ExportFailure
 from onnx_parity.export.inspection import inspect_model
 from onnx_parity.export.review import (
+    OtherExporter,
     fallback_findings,
     merge_branches,
     trace_divergence,
@@ -27,7 +28,7 @@ from onnx_parity.findings import Finding
 from onnx_parity.models.binding import BoundInputs
 from onnx_parity.models.reference import as_call, batch_arrays
 from onnx_parity.results import ExportAttempt
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings.schema import EXPORTERS, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -48,7 +49,8 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -
     exported, failures = _try_exporters(spec.exporters, request)
     tried: list[Exported | ExportFailure] = [*failures, *([exported] if exported else [])]
     attempts = tuple(_attempt(item) for item in tried)
-    findings = fallback_findings(failures, exported, repo, spec.allow_warnings)
+    other = _other_exporter(spec.exporters, request, failures) if exported is None else None
+    findings = fallback_findings(failures, exported, repo, spec.allow_warnings, other)
     if exported is not None:
         findings += warning_findings(exported.warnings, repo, spec.allow_warnings)
         findings += _second_trace(module, bound, spec, exported, batch)
@@ -82,12 +84,31 @@ def _try_exporters(exporters: tuple[str, ...],
         except ExportFailure as error:
             _log_attempt(exporter, "" if error.output_logged else error.output, error.warnings,
                          f"failed: {error.message}")
+            if error.full_text.strip() != error.message:
+                print(f"--- {exporter}'s whole message:\n{error.full_text.rstrip()}", flush=True)
             failures.append(error)
         else:
             _log_attempt(exporter, "" if exported.output_logged else exported.output,
                          exported.warnings, "succeeded")
             return exported, failures
     return None, failures
+
+
+def _other_exporter(exporters: tuple[str, ...], request: ExportRequest,
+                    failures: list[ExportFailure]) -> OtherExporter | None:
+    """An operator the configured exporter cannot translate: would the other one do? Tried
+    (only then, so a passing model pays nothing) to say so; its model is not shipped."""
+    others = [name for name in EXPORTERS if name not in exporters]
+    if not others or not failures or any(f.kind != "unsupported-operator" for f in failures):
+        return None
+    print(f"--- export with {others[0]} (not configured: does it export this model?)", flush=True)
+    try:
+        export(others[0], request)
+    except ExportFailure as error:
+        print(f"--- export with {others[0]}: failed too: {error.message}", flush=True)
+        return OtherExporter(others[0], False, f"{error.kind}: {error.message}")
+    print(f"--- export with {others[0]}: succeeded (not used)", flush=True)
+    return OtherExporter(others[0], True)
 
 
 def _log_attempt(exporter: str, output: str, warnings: tuple[CapturedWarning, ...],

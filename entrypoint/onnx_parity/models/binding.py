@@ -11,7 +11,7 @@ note). Given parameters after a gap (a parameter left to its default) go by keyw
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,9 @@ class BoundInputs:
     parameters: tuple[str, ...] = ()
     keyword: tuple[str, ...] = ()  # the names passed by keyword (they follow the positional)
     positional_note: str | None = None  # set when the names were bound by position
+    # forward's scalar defaults of parameters the configuration leaves out: the TorchScript
+    # exporter can turn one into a graph input (GPT-2's `logits_to_keep=0`), fed its default.
+    defaults: dict[str, int | float | bool] = field(default_factory=dict)
 
     @property
     def sample_count(self) -> int:
@@ -104,7 +107,14 @@ def _bind_by_name(parameters: list[inspect.Parameter], given: list[str],
     keyword = tuple(p.name for p in parameters[gap:] if p.name in given)
     _check_keywords(parameters[gap:], keyword, spec)
     names = tuple(p.name for p in order)
-    return BoundInputs(names, {name: named[name] for name in names}, keyword=keyword)
+    return BoundInputs(names, {name: named[name] for name in names}, keyword=keyword,
+                       defaults=_scalar_defaults(parameters, names))
+
+
+def _scalar_defaults(parameters: list[inspect.Parameter],
+                     given: tuple[str, ...]) -> dict[str, int | float | bool]:
+    return {p.name: p.default for p in parameters
+            if p.name not in given and isinstance(p.default, (int, float, bool))}
 
 
 def _check_keywords(after_gap: list[inspect.Parameter], keyword: tuple[str, ...],

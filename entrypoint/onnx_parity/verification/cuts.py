@@ -67,7 +67,7 @@ def compare_cut(session: Session, bound: BoundInputs, spec: ModelSpec, cut: Cut,
                 reference: Reference) -> CutRun:
     """onnxruntime on the cut, compared with PyTorch's outputs already computed for it."""
     try:
-        actual = run_session(session, ort_feed(session, bound, cut.feed))
+        actual = run_session(session, ort_feed(session.input_names, bound, cut.feed))
     except RuntimeFailure as error:
         return CutRun(cut, reference, runtime_error=error)
     names = output_names(spec, reference, session.output_names)
@@ -82,9 +82,15 @@ def compare_cut(session: Session, bound: BoundInputs, spec: ModelSpec, cut: Cut,
     return CutRun(cut, reference, rows, onnx_count=len(actual), nonfinite=nonfinite)
 
 
-def ort_feed(session: Session, bound: BoundInputs,
+def ort_feed(input_names: tuple[str, ...], bound: BoundInputs,
              feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    if set(session.input_names) == set(bound.names):
-        return {name: feed[name] for name in session.input_names}
-    return {ort: feed[ours]
-            for ort, ours in zip(session.input_names, bound.names, strict=False)}
+    """The feed by the graph's input names; positionally when the graph renamed them; a
+    parameter the configuration leaves out gets forward's default."""
+    defaults = {name: np.asarray(value, np.float32 if isinstance(value, float) else None)
+                for name, value in bound.defaults.items()
+                if name in input_names and name not in feed}
+    names = [name for name in input_names if name not in defaults]
+    if set(names) == set(bound.names):
+        return {**{name: feed[name] for name in names}, **defaults}
+    return {**{ort: feed[ours] for ort, ours in zip(names, bound.names, strict=False)},
+            **defaults}

@@ -25,7 +25,7 @@ from onnx_parity.models.reference import as_call
 from onnx_parity.results import Divergence, NodeCheck, OutputComparison
 from onnx_parity.settings.schema import ModelSpec
 from onnx_parity.verification.compare import compare_output
-from onnx_parity.verification.cuts import CutRun
+from onnx_parity.verification.cuts import CutRun, ort_feed
 from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
 from onnx_parity.verification.node_sources import Origin, dynamo_origin, first_sentence
 from onnx_parity.verification.onnx_values import (
@@ -170,12 +170,9 @@ def _onnx_values(request: Localisation, graph: Graph, run: CutRun,
                  wanted: list[str]) -> dict[str, np.ndarray]:
     if time.monotonic() > request.deadline:
         raise LocalisationTimeout
-    feed = run.cut.feed
-    inputs = [name for name in graph.inputs if name not in graph.constants]
-    by_name = all(name in feed for name in inputs)
-    ordered = ({name: feed[name] for name in inputs} if by_name
-               else dict(zip(inputs, (feed[n] for n in request.bound.names), strict=False)))
-    return intermediate_values(request.model_bytes, wanted, ordered)
+    inputs = tuple(name for name in graph.inputs if name not in graph.constants)
+    feed = ort_feed(inputs, request.bound, run.cut.feed)
+    return intermediate_values(request.model_bytes, wanted, feed)
 
 
 def _compare(request: Localisation, run: CutRun,

@@ -10,3 +10,4 @@ def tiny_gpt2() -> nn.Module:
     config = GPT2Config(vocab_size=50, n_positions=32, n_embd=32, n_layer=2, n_head=2,
                         bos_token_id=0, eos_token_id=0, use_cache=False)
     return GPT2LMHeadModel(config)
+
