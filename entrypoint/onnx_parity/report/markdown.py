@@ -61,7 +61,7 @@ def share_of_tolerance(share: float | None) -> str:
         return "—"
     if share < 0.01:
         return "<1% of tolerance" if share > 0 else "0% of tolerance"
-    if share < 10:
+    if share < 2:
         return f"{share * 100:.0f}% of tolerance"
     return f"{share:.3g}× tolerance"
 

@@ -48,13 +48,12 @@ def first_sentence(details: dict[str, object]) -> str:
     where = f"`{file}:{line}`" if file else f"node `{details.get('node')}`"
     within = f" in `{module}`" if module else ""
     op = str(details.get("op") or "").removesuffix(".default")
-    inputs = details.get("inputs_max_abs_diff")
-    compared = (f"where its inputs differ by at most {_e(inputs)}" if inputs
-                else "where its inputs match exactly")
+    inputs = details.get("inputs_max_abs_diff") or 0.0  # 0: the graph's inputs, exact
     return (f"Diverges first at {where}{within} (`{op}`): max abs diff "
-            f"{_e(details.get('max_abs_diff'))} {compared} ({details.get('nodes_compared')} "
-            f"values compared, graph optimizations {details.get('runtime_optimization')})")
+            f"{_e(details.get('max_abs_diff'))} where its inputs differ by at most {_e(inputs)} "
+            f"({details.get('nodes_compared')} values compared, graph optimizations "
+            f"{details.get('runtime_optimization')})")
 
 
 def _e(value: object) -> str:
-    return f"{value:.1e}" if isinstance(value, (int, float)) else "n/a"
+    return f"{value:.2e}" if isinstance(value, (int, float)) else "n/a"
