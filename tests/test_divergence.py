@@ -115,3 +115,13 @@ def test_where_a_node_comes_from() -> None:
     assert scope_module("/out/out.0/Gemm") == "out.0"
     assert scope_module("/blocks/blocks.0/blocks.0.1/Mul") == "blocks.0.1"
     assert scope_module("/Mul") is None and scope_module("Identity_0") is None
+
+
+def test_localisation_never_spends_the_time_the_models_timeout_needs(check_model):
+    # In this process nothing kills the model; the localisation itself sees its deadline gone
+    # (timeout-seconds less the reserve for returning the result) and says so.
+    result = check_model(config("late", "ThirdBlockDrift", '{ x = "samples/x.npy" }',
+                                "atol = 0.0\nrtol = 0.0\ntimeout-seconds = 1\n"))
+    finding = parity(result)
+    assert "Not localised: stopped to stay within timeout-seconds" in finding.message
+    assert result.divergence is not None and result.divergence.nodes == ()
