@@ -114,3 +114,18 @@ def test_the_same_model_passes_when_checked_as_deployed_without_optimizations(ch
     result = check_model(text)
     assert result.passed, [(f.code, f.message) for f in result.findings]
     assert result.runtime_optimization == "disabled"
+
+
+def test_a_dynamic_axis_committed_at_length_1_is_exported_from_2(check_model, model_repo):
+    import numpy as np
+    import onnx
+
+    series = np.load(model_repo / "samples" / "series.npy")
+    np.save(model_repo / "samples" / "one-step.npy", series[:, :1])
+    result = check_model(config("one-step", "PositionEmbedding", '{ x = "samples/one-step.npy" }'))
+    dims = [d.dim_param or d.dim_value
+            for d in onnx.load(result.onnx_path).graph.input[0].type.tensor_type.shape.dim]
+    assert dims[1] == "time"  # symbolic: not fixed at the committed 1
+    assert result.passed and "frozen-dimension" not in codes(result)
+    note = one(result, "shape-not-checked")
+    assert "was not checked at time 2: the committed samples are 1 long" in note.message

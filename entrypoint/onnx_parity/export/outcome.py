@@ -26,7 +26,8 @@ from onnx_parity.export.review import (
 )
 from onnx_parity.findings import Finding
 from onnx_parity.models.binding import BoundInputs
-from onnx_parity.models.reference import as_call, batch_arrays
+from onnx_parity.models.reference import ReferenceFailure, as_call, batch_arrays, run_reference
+from onnx_parity.models.shapes import dimensions, widened_for_export
 from onnx_parity.results import ExportAttempt
 from onnx_parity.settings.schema import EXPORTERS, ModelSpec
 
@@ -65,13 +66,27 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -
 
 def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,
              batch: int) -> ExportRequest:
-    feed = batch_arrays(bound.arrays, bound.names, start, batch)
+    feed = _export_feed(module, bound, spec, batch_arrays(bound.arrays, bound.names, start,
+                                                          batch))
     args, kwargs = as_call(feed, bound)
     return ExportRequest(
         module=module, args=args, input_names=bound.names, output_names=spec.outputs,
         dynamic_axes=spec.dynamic_axes, opset=spec.opset, kwargs=kwargs,
         parameters=tuple(bound.parameter(name) for name in bound.names),
     )
+
+
+def _export_feed(module: Any, bound: BoundInputs, spec: ModelSpec,
+                 feed: dict[str, Any]) -> dict[str, Any]:
+    """A declared dimension committed at length 1 is exported from 2, if PyTorch runs it."""
+    wide = widened_for_export(feed, dimensions(spec, bound))
+    if all(wide[name] is feed[name] for name in feed):
+        return feed
+    try:
+        run_reference(module, as_call(wide, bound))
+    except ReferenceFailure:
+        return feed  # forward wants that length: the graph check will show the fixed size
+    return wide
 
 
 def _try_exporters(exporters: tuple[str, ...],

@@ -81,3 +81,15 @@ def resize(feed: dict[str, np.ndarray], dimension: Dimension, size: int) -> dict
 
 def input_shapes(feed: dict[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
     return {name: tuple(int(n) for n in array.shape) for name, array in feed.items()}
+
+
+def widened_for_export(feed: dict[str, np.ndarray],
+                       dims: tuple[Dimension, ...]) -> dict[str, np.ndarray]:
+    """The feed with every declared dimension of length 1 repeated to 2: torch.export fixes a
+    dimension it sees at size 1, so a dynamic axis is never exported from 1."""
+    wide = dict(feed)
+    for dimension in dims:
+        for name, axis in dimension.members:
+            if wide[name].shape[axis] == 1:
+                wide[name] = np.ascontiguousarray(np.repeat(wide[name], 2, axis=axis))
+    return wide
