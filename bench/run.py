@@ -6,7 +6,9 @@ Measures whole commands (subprocess wall time, interpreter start and imports inc
   * `onnx-parity check --model small-cnn --model spectrum` (the example's passing models)
     against bench/bare_check.py on the same models, alternating which goes first;
   * `onnx-parity --help`;
-  * all five example models with `--jobs 1` against `--jobs 2`.
+  * all example models with `--jobs 1` against `--jobs 2`;
+  * the example's failing model that gets localised (`spectral-head`), alone: the cost of
+    finding its first diverging node against the model's own check time.
 Prints a plain-text table (median, min, runs; the ratio of medians) and where onnx-parity's
 time went (from its progress lines and report.json), and writes the same as JSON.
 """
@@ -38,7 +40,11 @@ PASSING_MODELS = ("small-cnn", "spectrum")
 # The example's CNN with its three deployment variants (int8-dynamic, int8-static, fp16).
 VARIANTS_CONFIG = "variants.toml"
 VARIANTS_AIM = 0.5
+# Fails on purpose (parity-mismatch), so it is localised: what that costs.
+FAILING_MODEL = "spectral-head"
+LOCALISE_STEP = "localise"
 OVERHEAD_AIM = 1.3
+LOCALISATION_AIM = 1.0  # localising at most the model's own check time
 HELP_AIM_SECONDS = 0.5
 HELP_RUNS_AT_LEAST = 5
 PROGRESS = re.compile(r"^\[\s*([\d.]+)s\] (\S+): (.+)$")
@@ -95,7 +101,20 @@ class Figures:
     jobs1_profile: dict[str, float]
     jobs2_profile: dict[str, float]
     variants_profile: dict[str, float] = field(default_factory=dict)
+    failing: Series | None = None
+    failing_profile: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def localisation(self) -> tuple[float, float] | None:
+        """(localise seconds, the model's own check seconds: every other step), medians."""
+        prefix = f"{FAILING_MODEL}: "
+        steps = {key.removeprefix(prefix): value for key, value in self.failing_profile.items()
+                 if key.startswith(prefix)}
+        if LOCALISE_STEP not in steps:
+            return None
+        check = sum(value for step, value in steps.items() if step != LOCALISE_STEP)
+        return steps[LOCALISE_STEP], check
 
     @property
     def overhead_ratio(self) -> float:
@@ -127,6 +146,11 @@ class Figures:
             "bare_profile": self.bare_profile,
             "jobs1_profile": self.jobs1_profile, "jobs2_profile": self.jobs2_profile,
             "variants_profile": self.variants_profile, "variants_aim": VARIANTS_AIM,
+            "failing": self.failing.as_json() if self.failing else None,
+            "failing_profile": self.failing_profile,
+            "localisation": (dict(zip(("localise_seconds", "check_seconds"), self.localisation,
+                                      strict=True)) if self.localisation else None),
+            "localisation_aim": LOCALISATION_AIM,
             "notes": self.notes,
         }
 
@@ -313,11 +337,13 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
     parity_runs, serial_runs, bare_runs = alternate((parity, serial, bare), repeat)
     help_command = [str(parity_executable()), "--help"]
     helps = [run_timed(help_command, (0,)) for _ in range(max(repeat, HELP_RUNS_AT_LEAST))]
-    # Three of the five models fail on purpose: exit 1 is the expected verdict.
+    # Four of the six models fail on purpose: exit 1 is the expected verdict.
     jobs = [Runner(functools.partial(_all_models, repo, n), (0, 1), workspace) for n in (1, 2)]
     jobs1_runs, jobs2_runs = alternate(jobs, repeat)
     variants = Runner(functools.partial(_variants_command, repo), (0,), workspace)
     (variant_runs,) = alternate((variants,), repeat)
+    failing = Runner(lambda out: check_command(repo, out, (FAILING_MODEL,), 1), (1,), workspace)
+    failing_runs = [failing() for _ in range(repeat)]
     found["load_average_after"] = os.getloadavg()
     return Figures(
         machine=found,
@@ -326,8 +352,11 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
         serial=_series("onnx-parity check (2 models, --jobs 1)", serial.text, serial_runs),
         bare=_series("bare check (same 2 models)", bare.text, bare_runs),
         help=_series("onnx-parity --help", " ".join(help_command), helps),
-        jobs1=_series("all 5 models, --jobs 1", jobs[0].text, jobs1_runs),
-        jobs2=_series("all 5 models, --jobs 2", jobs[1].text, jobs2_runs),
+        jobs1=_series("all models, --jobs 1", jobs[0].text, jobs1_runs),
+        jobs2=_series("all models, --jobs 2", jobs[1].text, jobs2_runs),
+        failing=_series(f"failing model {FAILING_MODEL}, localised, --jobs 1", failing.text,
+                        failing_runs),
+        failing_profile=median_profile([parity_profile(run) for run in failing_runs]),
         parity_profile=median_profile([parity_profile(run) for run in parity_runs]),
         serial_profile=median_profile([parity_profile(run) for run in serial_runs]),
         bare_profile=median_profile([bare_profile(run) for run in bare_runs]),
@@ -362,7 +391,7 @@ def render(figures: Figures) -> str:
 def _table(figures: Figures) -> list[str]:
     rows = [("measurement", "median", "min", "runs")]
     for series in (figures.parity, figures.serial, figures.bare, figures.help, figures.jobs1,
-                   figures.jobs2):
+                   figures.jobs2, *([figures.failing] if figures.failing else [])):
         rows.append((series.label, f"{series.median:.2f} s", f"{series.min:.2f} s",
                      str(len(series.seconds))))
     width = max(len(row[0]) for row in rows)
@@ -382,6 +411,7 @@ def _verdicts(figures: Figures) -> list[str]:
         f"parallel speed-up (jobs 1 / jobs 2, medians): {figures.speedup:.2f}x",
         f"--help: {figures.help.median:.2f} s (aim < {HELP_AIM_SECONDS} s)",
         *_variants_verdict(figures.variants_profile),
+        *_localisation_verdict(figures),
     ]
 
 
@@ -395,6 +425,17 @@ def _variants_verdict(profile: dict[str, float]) -> list[str]:
              f"({profile['ratio']:.2f}x, aim < {VARIANTS_AIM}x){over}")]
 
 
+def _localisation_verdict(figures: Figures) -> list[str]:
+    if figures.localisation is None:
+        return [f"localisation: {FAILING_MODEL} was not localised (no '{LOCALISE_STEP}' step)"]
+    localise, check = figures.localisation
+    ratio = localise / check if check else float("inf")
+    over = "" if ratio <= LOCALISATION_AIM else "  OVER AIM"
+    return [(f"localisation of {FAILING_MODEL}: {localise:.3f} s against its own check "
+             f"{check:.2f} s (load, build, export, verify): {ratio:.3f}x "
+             f"(aim <= {LOCALISATION_AIM:g}x){over}")]
+
+
 def _profiles(figures: Figures) -> list[str]:
     return [
         "where onnx-parity's time went (medians, seconds), default --jobs:",
@@ -403,9 +444,11 @@ def _profiles(figures: Figures) -> list[str]:
         *_profile_lines(figures.serial_profile),
         "where the bare check's time went (medians, seconds):",
         *_profile_lines(figures.bare_profile),
-        "all 5 models (medians, seconds): --jobs 1, then --jobs 2:",
+        "all models (medians, seconds): --jobs 1, then --jobs 2:",
         *_profile_lines(phases(figures.jobs1_profile)),
         *_profile_lines(phases(figures.jobs2_profile)),
+        f"the failing model {FAILING_MODEL} (medians, seconds):",
+        *_profile_lines(figures.failing_profile),
     ]
 
 

@@ -38,6 +38,14 @@ def test_benchmark_prints_and_writes_its_figures(tmp_path: Path) -> None:
         for step in ("load samples", "build model", "export", "verify"):
             assert f"{model}: {step}" in figures["parity_profile"]
         assert f"{model}: build + export" in figures["bare_profile"]
+        assert f"{model}: localise" not in figures["parity_profile"]  # passing: nothing to pay
+    # The failing case: its localisation measured against its own check, both printed.
+    assert figures["failing"]["seconds"] and "spectral-head: localise" in figures["failing_profile"]
+    localisation = figures["localisation"]
+    assert localisation["localise_seconds"] > 0 and localisation["check_seconds"] > 0
+    ratio = localisation["localise_seconds"] / localisation["check_seconds"]
+    assert f"localisation of spectral-head: {localisation['localise_seconds']:.3f} s" in done.stdout
+    assert f"{ratio:.3f}x" in done.stdout
     # What the deployment variants add to the example CNN's check, as a ratio.
     variants = figures["variants_profile"]
     assert variants["variants"] > 0 and variants["fp32 check (load, build, export, verify)"] > 0

@@ -6,6 +6,7 @@ reach a worker and take a fraction of a second each.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
@@ -22,6 +23,10 @@ EXPECTED_LOCAL = REPO_ROOT / "tests" / "expected" / "seed-failures.local.md"
 # which differs by CPU (AVX-512 or not) at the last digits, and are compared as "noise" only.
 FIGURE = re.compile(r"\b\d\.\d\de[+-]\d\d\b")
 NOISE = 1e-4
+# How close a model came to its tolerance follows the figures, rounding noise included; so do
+# the counts of elements outside it on a line whose figures are noise.
+SHARE = re.compile(r"(<?\d+% of|[\d.e+]+× ) ?tolerance")
+COUNT = re.compile(r"\b\d+ of \d+( elements)? \(\d+\.\d%\)")
 # A bug planted in the product at run time: the only way to see exit 3 that no fix removes.
 INTERNAL_ERROR = (
     "-c",
@@ -76,7 +81,8 @@ def test_exit_2_for_a_configuration_mistake_without_starting_a_worker(tmp_path: 
         'onnx-parity: onnx-parity.toml: model "m": key "atoll": unknown key; did you mean '
         '"atol"? Valid keys here: name, factory, weights, inputs, outputs, dynamic-axes, '
         "allow-warnings, opset, exporter, atol, rtol, batch-sizes, timeout-seconds, "
-        "memory-limit-mb, variants, calibration, min-sqnr-db, min-top1-agreement.")
+        "memory-limit-mb, runtime-optimization, variants, calibration, min-sqnr-db, "
+        "min-top1-agreement, axis-sizes.")
 
 
 def test_an_output_folder_that_cannot_be_written_stops_before_any_model_runs(
@@ -140,8 +146,9 @@ def test_example_exits_1_with_exactly_the_documented_verdicts(example_run: CliRu
     assert example_run.stderr == ""
     verdicts = {name: model["passed"] for name, model in example_run.models().items()}
     assert verdicts == {"small-cnn": True, "small-cnn-frozen": False, "branchy": False,
-                        "spectrum": True, "spectrum-torchscript": False}
-    assert "2 of 5 models pass" in example_run.stdout
+                        "spectrum": True, "spectrum-torchscript": False,
+                        "spectral-head": False}
+    assert "2 of 6 models pass" in example_run.stdout
     assert example_run.report()["config"] == "onnx-parity.toml"
 
 
@@ -179,15 +186,34 @@ def test_example_writes_every_output_file(example_run: CliRun) -> None:
     for name in example_run.models():
         assert (out / f"{name}.log").is_file() and (out / f"{name}.parity.json").is_file()
     exported = {path.stem for path in out.glob("*.onnx")}
-    assert exported == {"small-cnn", "small-cnn-frozen", "branchy", "spectrum"}
+    assert exported == {"small-cnn", "small-cnn-frozen", "branchy", "spectrum", "spectral-head"}
+    # only the model whose mismatch was localised pays for, and gets, a divergence record
+    assert [path.name for path in out.glob("*.divergence.json")] == ["spectral-head.divergence.json"]
     markdown = (out / "report.md").read_text(encoding="utf-8")
-    assert markdown.startswith("### ❌ ONNX parity: 2 of 5 models pass (3 failing)")
+    assert markdown.startswith("### ❌ ONNX parity: 2 of 6 models pass (4 failing)")
+
+
+def test_example_spectral_head_diverges_first_at_the_rfft_line(example_run: CliRun) -> None:
+    model = example_run.models()["spectral-head"]
+    assert {f["code"] for f in _errors(model)} == {"parity-mismatch"}
+    finding = _errors(model)[0]
+    line = line_of(EXAMPLE / "models" / "spectral.py", "torch.fft.rfft(bands).abs()")
+    assert (finding["file"], finding["line"]) == ("models/spectral.py", line)
+    first = finding["details"]["first_divergence"]
+    assert (first["op"], first["line"], first["runtime_optimization"]) == (
+        "aten._fft_r2c.default", line, "disabled")
+    record = json.loads((example_run.folder / "spectral-head.divergence.json").read_text())
+    assert record["first_divergence"] == first["node"] == "_fft_r2c"
+    conv = next(node for node in record["nodes"] if node["op"] == "aten.conv1d.default")
+    assert conv["inside"] and conv["max_abs_diff"] < model["atol"] < first["max_abs_diff"]
+    assert f"spectral-head: diverges first at models/spectral.py:{line}" in example_run.stdout
 
 
 def _comparable(markdown: str) -> list[str]:
     """The report without its footer line, rounding-level figures masked."""
     masked = FIGURE.sub(lambda m: "<noise>" if float(m.group()) < NOISE else m.group(), markdown)
-    return masked.splitlines()[:-1]
+    lines = SHARE.sub("<share>", masked).splitlines()[:-1]
+    return [COUNT.sub("<count>", line) if "<noise>" in line else line for line in lines]
 
 
 def test_example_report_is_the_documented_comment(example_run: CliRun) -> None:

@@ -37,7 +37,8 @@ def test_report_json_round_trips_through_run_result() -> None:
     data = load_fixture()
     again = run_to_json(run_from_json(data))
     assert again["models"] == data["models"] and again["passed"] == data["passed"] is False
-    assert again["failed_models"] == ["small-cnn-frozen", "branchy", "spectrum-torchscript"]
+    assert again["failed_models"] == ["small-cnn-frozen", "branchy", "spectrum-torchscript",
+                                      "spectral-head"]
 
 
 def test_report_json_carries_the_contract_fields() -> None:

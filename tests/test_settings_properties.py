@@ -68,6 +68,13 @@ VALID = {
         max_size=2,
     ),
     "allow-warnings": st.lists(st.fixed_dictionaries({"match": LETTERS, "reason": LETTERS}), max_size=2),
+    "runtime-optimization": st.sampled_from(["disabled", "basic", "extended", "all"]),
+    "axis-sizes": st.dictionaries(
+        st.sampled_from(["input", "x", "y"]),
+        st.dictionaries(st.sampled_from(["1", "2"]),
+                        st.lists(st.integers(1, 64), min_size=1, max_size=3, unique=True), min_size=1),
+        max_size=2,
+    ),
 }
 WEIRD = {
     "opset": st.integers(-5, 40) | st.floats(),
@@ -95,6 +102,12 @@ WEIRD = {
     "allow-warnings": st.lists(
         st.dictionaries(st.sampled_from([*ALLOW_WARNING_KEYS, "reasn"]), TEXT | ANY, max_size=3) | ANY,
         max_size=2,
+    ),
+    "runtime-optimization": st.sampled_from(["all ", "none", "ORT_ENABLE_ALL", ""]) | TEXT,
+    "axis-sizes": st.dictionaries(
+        NAMES, st.dictionaries(st.sampled_from(["0", "-1", "x", "1"]) | TEXT,
+                               st.lists(st.integers(-2, 9) | st.floats() | ANY, max_size=3) | ANY,
+                               max_size=2) | ANY, max_size=3,
     ),
 }
 REQUIRED = ("name", "factory", "inputs")

@@ -72,7 +72,7 @@ def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[s
                   stream: TextIO, environ: dict[str, str] | None = None) -> CheckRun:
     """Settings -> engine -> report -> files; raises ConfigError/UsageError for bad input."""
     from onnx_parity.pipeline.all_models import run_models
-    from onnx_parity.publishing.console import Progress, verdict_table
+    from onnx_parity.publishing.console import Progress, divergence_lines, verdict_table
     from onnx_parity.publishing.files import prepare_output, write_outputs
     from onnx_parity.report.markdown import render_markdown
     from onnx_parity.settings.loading import load_settings
@@ -93,6 +93,7 @@ def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[s
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     stream.write("\n" + verdict_table(run))
+    stream.write(divergence_lines(run))
     stream.write(f"report: {written.report_markdown}\n")
     return CheckRun(run, written, run.config_path)
 

@@ -156,6 +156,28 @@ CATALOGUE: dict[str, CodeInfo] = {
         "the model's worker went past `memory-limit-mb`",
         "Raise `memory-limit-mb` for this model, or use smaller samples or batch sizes.",
     ),
+    "optimizer-drift": CodeInfo(
+        Severity.ERROR,
+        "the outputs match PyTorch with onnxruntime's graph optimizations disabled, but not at "
+        "the configured `runtime-optimization`: the drift comes from onnxruntime's rewrites",
+        "Set the graph optimization level the finding names in the deployment "
+        "(`SessionOptions.graph_optimization_level`) and as `runtime-optimization`, or accept "
+        "the drift with the tolerance shown.",
+    ),
+    "shape-not-checked": CodeInfo(
+        Severity.NOTE,
+        "a size of a declared dynamic axis could not be checked: PyTorch itself cannot run the "
+        "model at it, or the committed samples are too short to cut it from",
+        "Set `axis-sizes` to sizes forward accepts (and the samples can give), e.g. "
+        "`axis-sizes = { input_ids = { 1 = [8, 16] } }`.",
+    ),
+    "positional-binding": CodeInfo(
+        Severity.NOTE,
+        "no name in `inputs` is a parameter of forward: the samples were bound by position, "
+        "in the order the configuration lists them",
+        "Nothing to do if the order is right; name the inputs after forward's parameters to "
+        "bind them by name.",
+    ),
 }
 
 

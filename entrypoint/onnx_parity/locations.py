@@ -18,6 +18,17 @@ FRAME_TEXT = re.compile(r'File "([^"]+)", line (\d+)')
 INSTALLED = ("site-packages", "dist-packages")
 # Installed packages: shown from site-packages on, not from this machine's prefix.
 SITE_PACKAGES = re.compile(r'[^\s"\']*/(site-packages|dist-packages)/')
+# Any other absolute path (the interpreter's standard library, a temporary folder, a home):
+# two or more segments after a leading slash that no word, dot or slash precedes.
+ABSOLUTE_PATH = re.compile(r'(?<![\w.:/~-])/(?:[^\s"\'<>()\[\]:,;|]+/)+[^\s"\'<>()\[\]:,;|]*')
+# What tells a machine path from an ONNX node name (`/layer1/conv/Conv`): a top-level folder
+# of a Unix-like machine or runner, or a file name with an extension.
+MACHINE_ROOTS = frozenset((
+    "home", "usr", "tmp", "opt", "root", "var", "work", "github", "proc", "etc", "lib", "lib64",
+    "private", "Users", "mnt", "srv", "nix", "run", "snap", "__w", "runner", "workspace",
+    "builds", "Library", "System", "Volumes", "dev", "sys", "app",
+))
+FILE_NAME = re.compile(r"[\w-]+\.[A-Za-z]\w*")
 
 Location = tuple[str | None, int | None]
 NOWHERE: Location = (None, None)
@@ -70,11 +81,30 @@ def stack_dump_location(lines: Iterable[str], repo: Path) -> Location:
 
 
 def scrub_paths(text: str, roots: Iterable[Path]) -> str:
-    """No machine paths in what gets published: the roots become relative, packages short."""
+    """No machine paths in what gets published: the roots become relative, packages short,
+    and any other absolute path is cut to its file name (`…/inspect.py`)."""
     for root in roots:
         for form in dict.fromkeys((str(root.resolve()), str(root))):
             text = text.replace(form + os.sep, "").replace(form, ".")
-    return SITE_PACKAGES.sub(r"\1/", text)
+    return ABSOLUTE_PATH.sub(_short_path, SITE_PACKAGES.sub(r"\1/", text))
+
+
+def _short_path(match: re.Match[str]) -> str:
+    path = match.group()
+    parts = [part for part in path.split("/") if part]
+    if not parts or not (parts[0] in MACHINE_ROOTS or FILE_NAME.fullmatch(parts[-1])):
+        return path  # an ONNX node name or a scope, not a place on this machine
+    return "…/" + parts[-1]
+
+
+def shorten(text: str, limit: int) -> str:
+    """One line of at most `limit` characters, cut between words (never inside a path, which
+    would then escape scrubbing as a fragment), ending with "..." when cut."""
+    line = " ".join(text.split())
+    if len(line) <= limit:
+        return line
+    cut = line.rfind(" ", 0, limit - 3)
+    return (line[:cut] if cut > 0 else line[: limit - 3]) + "..."
 
 
 def source_line(repo: Path, file: str, line: int) -> str | None:

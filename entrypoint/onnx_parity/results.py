@@ -26,6 +26,13 @@ class OutputComparison:
     # e.g. NaN against a number, or shapes differ).
     smallest_passing_atol: float | None
     passed: bool
+    # The shape of each input this comparison ran on.
+    input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # The worst element's share of its tolerance, max |onnx - torch| / (atol + rtol * |torch|):
+    # below 1 passes (None: shapes differ or no element could be compared).
+    tolerance_share: float | None = None
+    # Each declared dynamic dimension other than the batch, at the size this comparison ran.
+    dimensions: dict[str, int] = field(default_factory=dict)
 
     @property
     def mismatched_percent(self) -> float:
@@ -93,6 +100,48 @@ class VariantResult:
 
 
 @dataclass(frozen=True)
+class NodeCheck:
+    """One intermediate value of the exported graph against PyTorch's, in graph order."""
+
+    node: str  # the ONNX value name
+    op: str | None  # the aten op (dynamo) or the ONNX op type (TorchScript)
+    module: str | None  # the module path, e.g. encoder.layer.3.attn
+    file: str | None  # the user's file and line the value comes from
+    line: int | None
+    max_abs_diff: float | None
+    max_rel_diff: float | None
+    inside: bool  # every element within atol + rtol * |torch|
+    first: bool = False  # the first value outside tolerance whose inputs are all inside
+    # The innermost frame when it lies in an installed package (`torch/nn/modules/conv.py:385`);
+    # file/line are then the user's call site.
+    library_frame: str | None = None
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """Where a failing model's numbers start to differ: every compared value, the first named."""
+
+    exporter: str
+    output: str  # the output and batch the comparison ran on (the first that failed)
+    batch_size: int
+    input_shapes: dict[str, tuple[int, ...]]
+    optimization: str  # onnxruntime's graph optimization level of the comparison
+    atol: float
+    rtol: float
+    nodes: tuple[NodeCheck, ...]
+    nodes_skipped: int  # values of the graph with no counterpart (folded, renamed, fused)
+    seconds: float
+    # Why no first node was named (None when one was), e.g. TorchScript without module scopes.
+    unlocalised: str | None = None
+    # How much the first diverging node's compared inputs differ at most (0: exact inputs).
+    inputs_max_abs_diff: float | None = None
+
+    @property
+    def first(self) -> NodeCheck | None:
+        return next((node for node in self.nodes if node.first), None)
+
+
+@dataclass(frozen=True)
 class ModelResult:
     name: str
     exporter: str | None
@@ -110,6 +159,12 @@ class ModelResult:
     onnx_sha256: str | None = None
     sample_sha256: dict[str, str] = field(default_factory=dict)
     log: str = ""
+    runtime_optimization: str = "all"  # onnxruntime's graph optimization level of the check
+    # input -> axis -> the sizes that ran, for each declared dynamic axis other than the batch
+    axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
+    # the same by dimension name (axes that share a name are one dimension)
+    dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    divergence: Divergence | None = None
     variants: tuple[VariantResult, ...] = ()
 
     @property
@@ -123,6 +178,10 @@ class ModelResult:
     @property
     def max_rel_diff(self) -> float | None:
         return _max_or_none(c.max_rel_diff for c in self.comparisons)
+
+    @property
+    def tolerance_share(self) -> float | None:
+        return _max_or_none(c.tolerance_share for c in self.comparisons)
 
     def diffs_by_batch(self) -> dict[int, float | None]:
         return {

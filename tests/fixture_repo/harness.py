@@ -49,6 +49,8 @@ def write_samples(repo: Path) -> None:
     np.save(samples / "ids.npy", rng.integers(0, 50, (4, 6)).astype(np.int64))
     np.save(samples / "mask.npy", (rng.random((4, 6)) > 0.3).astype(np.int64))
     np.save(samples / "scale.npy", rng.uniform(0.5, 2, (4, 1)).astype(np.float32))
+    # A time series (samples, time, features) for the models of a declared sequence axis.
+    np.save(samples / "series.npy", rng.standard_normal((4, 8, 6)).astype(np.float32))
 
 
 def write_bad_files(repo: Path, markers: Path) -> None:

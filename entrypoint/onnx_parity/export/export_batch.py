@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
+from onnx_parity.locations import NOWHERE, Location, error_location
 from onnx_parity.models.binding import BoundInputs
-from onnx_parity.models.reference import ReferenceFailure, as_tensors, batch_arrays, run_reference
+from onnx_parity.models.reference import ReferenceFailure, as_call, batch_arrays, run_reference
 from onnx_parity.settings.schema import ModelSpec
 
 # torch.export specialises size-1 dimensions: a dynamic batch must be exported from >= 2.
 DYNAMIC_EXPORT_BATCH = 2
+
+
+@dataclass(frozen=True)
+class HardCodedBatch:
+    """PyTorch runs the model at batch 1 but not at the export batch: the batch is fixed."""
+
+    evidence: str
+    place: Location = NOWHERE  # the user's line PyTorch's traceback names
 
 
 def declares_dynamic_batch(spec: ModelSpec, bound: BoundInputs) -> bool:
@@ -21,7 +32,8 @@ def first_batch(spec: ModelSpec, bound: BoundInputs) -> int:
     return 1 if declares_dynamic_batch(spec, bound) else min(spec.batch_sizes)
 
 
-def choose_export_batch(module: Any, bound: BoundInputs, spec: ModelSpec) -> tuple[int, str | None]:
+def choose_export_batch(module: Any, bound: BoundInputs, spec: ModelSpec,
+                        repo: Path) -> tuple[int, HardCodedBatch | None]:
     """The batch to export from, and PyTorch's own error when a dynamic batch cannot run.
 
     Raises ReferenceFailure (with its `batch_size`) when PyTorch cannot run the model on the
@@ -34,16 +46,21 @@ def choose_export_batch(module: Any, bound: BoundInputs, spec: ModelSpec) -> tup
     try:
         _reference(module, bound, DYNAMIC_EXPORT_BATCH)
     except ReferenceFailure as error:
-        return 1, (f"declared dynamic, but PyTorch itself cannot run the model at batch "
-                   f"{DYNAMIC_EXPORT_BATCH} ({error}) while it runs at batch 1: the batch size "
-                   "is hard-coded in forward, so the model was exported from batch 1")
+        place = error_location(error.cause, repo)
+        at = f" at {place[0]}:{place[1]}" if place[0] else ""
+        return 1, HardCodedBatch(
+            f"PyTorch itself cannot run the model at batch {DYNAMIC_EXPORT_BATCH}{at} while it "
+            f"runs at batch 1 ({error}); batch {DYNAMIC_EXPORT_BATCH} is where a dynamic batch "
+            "is exported from, whatever `batch-sizes` asks for, because torch.export fixes a "
+            "dimension of size 1. The batch size is hard-coded in forward, so the model was "
+            "exported from batch 1", place)
     return DYNAMIC_EXPORT_BATCH, None
 
 
 def _reference(module: Any, bound: BoundInputs, size: int) -> None:
     feed = batch_arrays(bound.arrays, bound.names, 0, size)
     try:
-        run_reference(module, as_tensors(feed, bound.names))
+        run_reference(module, as_call(feed, bound))
     except ReferenceFailure as error:
         error.batch_size = size
         raise

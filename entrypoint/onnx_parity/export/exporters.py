@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from onnx_parity.export.capture import CapturedWarning, captured
@@ -14,11 +14,16 @@ from onnx_parity.export.failures import classify
 @dataclass(frozen=True)
 class ExportRequest:
     module: Any  # torch.nn.Module
-    args: tuple[Any, ...]  # tensors in forward-parameter order
-    input_names: tuple[str, ...]
+    args: tuple[Any, ...]  # tensors passed positionally
+    input_names: tuple[str, ...]  # the ONNX inputs: positional, then keyword, in that order
     output_names: tuple[str, ...]
-    dynamic_axes: dict[str, dict[int, str]]
+    dynamic_axes: dict[str, dict[int, str]]  # by ONNX input or output name
     opset: int
+    kwargs: dict[str, Any] = field(default_factory=dict)  # tensors passed by parameter name
+    parameters: tuple[str, ...] = ()  # forward's parameter of each input name (empty: the same)
+
+    def parameter(self, name: str) -> str:
+        return self.parameters[self.input_names.index(name)] if self.parameters else name
 
 
 @dataclass(frozen=True)
@@ -29,6 +34,9 @@ class Exported:
     output: str
     seconds: float
     output_logged: bool = False  # the output already sits in the model's log
+    # dynamo's ONNXProgram (its exported_program localises a mismatch); kept in the worker's
+    # memory only, never pickled: the result that leaves the worker does not hold it.
+    program: Any = None
 
 
 def export(exporter: str, request: ExportRequest) -> Exported:
@@ -36,9 +44,10 @@ def export(exporter: str, request: ExportRequest) -> Exported:
     run = _dynamo if exporter == "dynamo" else _torchscript
     started = time.perf_counter()
     failure: Exception | None = None
+    program: Any = None
     with captured() as capture:
         try:
-            model_bytes = run(request)
+            model_bytes, program = run(request)
         except Exception as error:  # every exporter failure becomes evidence, never a crash
             failure = error
     seconds = time.perf_counter() - started
@@ -47,19 +56,23 @@ def export(exporter: str, request: ExportRequest) -> Exported:
         classified.output_logged = capture.logged
         raise classified
     return Exported(exporter, model_bytes, tuple(capture.warnings), capture.output, seconds,
-                    capture.logged)
+                    capture.logged, program)
 
 
-def _dynamo(request: ExportRequest) -> bytes:
+def _dynamo(request: ExportRequest) -> tuple[bytes, Any]:
     import torch
 
+    # Keyed by forward's parameter names (torch.export's rule); the names become symbolic
+    # dims named as in dynamic-axes, and axes of one name are one dimension.
     shapes = {
-        name: dict(request.dynamic_axes[name]) if name in request.dynamic_axes else None
+        request.parameter(name):
+            dict(request.dynamic_axes[name]) if name in request.dynamic_axes else None
         for name in request.input_names
     }
     program = torch.onnx.export(
         request.module,
         request.args,
+        kwargs=request.kwargs or None,
         dynamo=True,
         opset_version=request.opset,
         input_names=list(request.input_names),
@@ -71,10 +84,10 @@ def _dynamo(request: ExportRequest) -> bytes:
     if program is None:  # torch's hints allow it; the dynamo exporter always returns one
         raise RuntimeError("torch.onnx.export(dynamo=True) returned no ONNXProgram")
     data: bytes = program.model_proto.SerializeToString()
-    return data
+    return data, program
 
 
-def _torchscript(request: ExportRequest) -> bytes:
+def _torchscript(request: ExportRequest) -> tuple[bytes, Any]:
     import torch
 
     buffer = io.BytesIO()
@@ -83,10 +96,11 @@ def _torchscript(request: ExportRequest) -> bytes:
         request.module,
         request.args,
         buffer,  # type: ignore[arg-type]  # the legacy exporter writes to files; hints say paths
+        kwargs=request.kwargs or None,
         dynamo=False,
         opset_version=request.opset,
         input_names=list(request.input_names),
         output_names=list(request.output_names) or None,
         dynamic_axes={k: v for k, v in request.dynamic_axes.items() if k in known} or None,
     )
-    return buffer.getvalue()
+    return buffer.getvalue(), None

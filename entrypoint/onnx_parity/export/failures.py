@@ -13,13 +13,19 @@ import re
 from onnx_parity.ansi import strip_ansi
 from onnx_parity.errors import ModelProblem
 from onnx_parity.export.capture import CapturedWarning
-from onnx_parity.locations import text_frames
+from onnx_parity.locations import shorten, text_frames
 
 OPERATOR = re.compile(r"operator '([\w:.]+)'|\b(aten[.:]{1,2}[\w.]+)")
 # A TorchScript graph line names its source: `... = aten::fft_rfft(...) # /r/models/m.py:9:0`
 GRAPH_SOURCE = re.compile(r"# (\S+\.py):(\d+):\d+\s*$")
+# A TorchScript symbolic names its frames innermost first: `/r/models/broken.py(50): forward`
+SCRIPT_FRAME = re.compile(r"(\S+\.py)\((\d+)\): \S+")
 UNSUPPORTED_PHRASES = ("unsupported fx nodes", "no onnx function found", "is not supported",
-                       "no decomposition", "unsupported operator")
+                       "no decomposition", "unsupported operator", "does not currently support")
+# `STFT does not currently support complex types`: the symbolic names what it cannot translate.
+UNSUPPORTED_SUBJECT = re.compile(r"^(\w+) does not (?:currently )?support")
+# Where a TorchScript symbolic's message turns into an IR dump (kept in the log only).
+IR_DUMP = re.compile(r"\s*\[Caused by |\n\s*\(node defined in |\n\s*Inputs:\n")
 
 
 class ExportFailure(ModelProblem):
@@ -38,6 +44,7 @@ class ExportFailure(ModelProblem):
         self.warnings = warnings
         self.seconds = seconds
         self.output_logged = False
+        self.full_text = ""  # the exporter's whole message (IR dumps too), for the log only
 
 
 def classify(exporter: str, error: BaseException, output: str,
@@ -51,10 +58,23 @@ def classify(exporter: str, error: BaseException, output: str,
     if names & {"GuardOnDataDependentSymNode", "UserError"} and "data-dependent" in text:
         kind = "data-dependent-branch"
     elif "UnsupportedOperatorError" in names or _mentions_unsupported(text):
-        kind, operator = "unsupported-operator", _operator(text)
-        frames = frames or _graph_frames(operator, output)
-    return ExportFailure(exporter, kind, message, operator=operator, frames=frames,
-                         output=output, warnings=warnings, seconds=seconds)
+        kind, operator = "unsupported-operator", _operator(text) or _subject(message)
+        frames = frames or _script_frames(text) or _graph_frames(operator, output)
+    failure = ExportFailure(exporter, kind, message, operator=operator, frames=frames,
+                            output=output, warnings=warnings, seconds=seconds)
+    failure.full_text = strip_ansi(text)
+    return failure
+
+
+def _script_frames(text: str) -> tuple[tuple[str, int], ...]:
+    """`path(line): function` frames, innermost first in the text: returned outermost first."""
+    found = [(path, int(line)) for path, line in SCRIPT_FRAME.findall(strip_ansi(text))]
+    return tuple(reversed(found))
+
+
+def _subject(message: str) -> str | None:
+    match = UNSUPPORTED_SUBJECT.match(message.partition(": ")[2])
+    return match.group(1) if match else None
 
 
 def _chain(error: BaseException) -> list[BaseException]:
@@ -96,9 +116,9 @@ def summarize(error: BaseException, limit: int = 600) -> str:
     text = strip_ansi(str(root)).strip() or type(root).__name__
     if root is not error and "Exception summary" in str(error):
         text = _summary_section(strip_ansi(str(error))) or text
+    text = IR_DUMP.split(text, maxsplit=1)[0]  # the graph dump is for the log, not the report
     first = " ".join(text.split("\n\n")[0].split())
-    line = f"{type(root).__name__}: {first}"
-    return line if len(line) <= limit else line[: limit - 3] + "..."
+    return shorten(f"{type(root).__name__}: {first}", limit)
 
 
 def _summary_section(text: str) -> str | None:

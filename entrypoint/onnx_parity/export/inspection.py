@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from onnx_parity.ansi import strip_ansi
+from onnx_parity.locations import shorten
 
 if TYPE_CHECKING:  # onnx is imported when a model is inspected, not with this module
     from onnx import ModelProto, TensorShapeProto, ValueInfoProto
@@ -71,7 +72,7 @@ def _check(proto: ModelProto) -> str | None:
     try:
         onnx.checker.check_model(proto, full_check=True)
     except Exception as error:  # ValidationError, InferenceError: both are findings
-        return " ".join(strip_ansi(str(error)).split())[:800]
+        return shorten(strip_ansi(str(error)), 800)
     return None
 
 

@@ -13,11 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from onnx_parity.export.capture import CapturedWarning
-from onnx_parity.export.export_batch import choose_export_batch
+from onnx_parity.export.export_batch import HardCodedBatch, choose_export_batch
 from onnx_parity.export.exporters import Exported, ExportRequest, export
 from onnx_parity.export.failures import ExportFailure
 from onnx_parity.export.inspection import inspect_model
 from onnx_parity.export.review import (
+    OtherExporter,
     fallback_findings,
     merge_branches,
     trace_divergence,
@@ -25,9 +26,10 @@ from onnx_parity.export.review import (
 )
 from onnx_parity.findings import Finding
 from onnx_parity.models.binding import BoundInputs
-from onnx_parity.models.reference import as_tensors, batch_arrays
+from onnx_parity.models.reference import ReferenceFailure, as_call, batch_arrays, run_reference
+from onnx_parity.models.shapes import dimensions, widened_for_export
 from onnx_parity.results import ExportAttempt
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings.schema import EXPORTERS, ModelSpec
 
 
 @dataclass(frozen=True)
@@ -36,18 +38,20 @@ class ExportOutcome:
     model_bytes: bytes | None
     export_batch: int
     # Evidence that the batch axis is frozen, found before export (PyTorch fails at batch 2).
-    frozen: str | None
+    frozen: HardCodedBatch | None
     attempts: tuple[ExportAttempt, ...]
     findings: tuple[Finding, ...]
+    program: Any = None  # dynamo's ONNXProgram, for localising a mismatch (never pickled)
 
 
 def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -> ExportOutcome:
-    batch, frozen = choose_export_batch(module, bound, spec)
+    batch, frozen = choose_export_batch(module, bound, spec, repo)
     request = _request(module, bound, spec, start=0, batch=batch)
     exported, failures = _try_exporters(spec.exporters, request)
     tried: list[Exported | ExportFailure] = [*failures, *([exported] if exported else [])]
     attempts = tuple(_attempt(item) for item in tried)
-    findings = fallback_findings(failures, exported, repo, spec.allow_warnings)
+    other = _other_exporter(spec.exporters, request, failures) if exported is None else None
+    findings = fallback_findings(failures, exported, repo, spec.allow_warnings, other)
     if exported is not None:
         findings += warning_findings(exported.warnings, repo, spec.allow_warnings)
         findings += _second_trace(module, bound, spec, exported, batch)
@@ -56,16 +60,33 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -
         model_bytes=exported.model_bytes if exported else None,
         export_batch=batch, frozen=frozen, attempts=attempts,
         findings=tuple(merge_branches(findings)),
+        program=exported.program if exported else None,
     )
 
 
 def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,
              batch: int) -> ExportRequest:
-    feed = batch_arrays(bound.arrays, bound.names, start, batch)
+    feed = _export_feed(module, bound, spec, batch_arrays(bound.arrays, bound.names, start,
+                                                          batch))
+    args, kwargs = as_call(feed, bound)
     return ExportRequest(
-        module=module, args=as_tensors(feed, bound.names), input_names=bound.names,
-        output_names=spec.outputs, dynamic_axes=spec.dynamic_axes, opset=spec.opset,
+        module=module, args=args, input_names=bound.names, output_names=spec.outputs,
+        dynamic_axes=spec.dynamic_axes, opset=spec.opset, kwargs=kwargs,
+        parameters=tuple(bound.parameter(name) for name in bound.names),
     )
+
+
+def _export_feed(module: Any, bound: BoundInputs, spec: ModelSpec,
+                 feed: dict[str, Any]) -> dict[str, Any]:
+    """A declared dimension committed at length 1 is exported from 2, if PyTorch runs it."""
+    wide = widened_for_export(feed, dimensions(spec, bound))
+    if all(wide[name] is feed[name] for name in feed):
+        return feed
+    try:
+        run_reference(module, as_call(wide, bound))
+    except ReferenceFailure:
+        return feed  # forward wants that length: the graph check will show the fixed size
+    return wide
 
 
 def _try_exporters(exporters: tuple[str, ...],
@@ -78,12 +99,31 @@ def _try_exporters(exporters: tuple[str, ...],
         except ExportFailure as error:
             _log_attempt(exporter, "" if error.output_logged else error.output, error.warnings,
                          f"failed: {error.message}")
+            if error.full_text.strip() != error.message:
+                print(f"--- {exporter}'s whole message:\n{error.full_text.rstrip()}", flush=True)
             failures.append(error)
         else:
             _log_attempt(exporter, "" if exported.output_logged else exported.output,
                          exported.warnings, "succeeded")
             return exported, failures
     return None, failures
+
+
+def _other_exporter(exporters: tuple[str, ...], request: ExportRequest,
+                    failures: list[ExportFailure]) -> OtherExporter | None:
+    """An operator the configured exporter cannot translate: would the other one do? Tried
+    (only then, so a passing model pays nothing) to say so; its model is not shipped."""
+    others = [name for name in EXPORTERS if name not in exporters]
+    if not others or not failures or any(f.kind != "unsupported-operator" for f in failures):
+        return None
+    print(f"--- export with {others[0]} (not configured: does it export this model?)", flush=True)
+    try:
+        export(others[0], request)
+    except ExportFailure as error:
+        print(f"--- export with {others[0]}: failed too: {error.message}", flush=True)
+        return OtherExporter(others[0], False, f"{error.kind}: {error.message}")
+    print(f"--- export with {others[0]}: succeeded (not used)", flush=True)
+    return OtherExporter(others[0], True)
 
 
 def _log_attempt(exporter: str, output: str, warnings: tuple[CapturedWarning, ...],

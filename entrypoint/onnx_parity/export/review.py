@@ -9,21 +9,33 @@ the reason.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity.export.capture import CapturedWarning
 from onnx_parity.export.exporters import Exported
 from onnx_parity.export.failures import ExportFailure
 from onnx_parity.findings import Finding, Severity
-from onnx_parity.locations import innermost_user_frame, repo_relative
+from onnx_parity.locations import innermost_user_frame, repo_relative, scrub_paths
 from onnx_parity.settings.schema import AllowWarning
 
 BRANCH_PHRASE = "Converting a tensor to a Python boolean"
 TRACER_CATEGORY = "TracerWarning"
+# A source line that reads a shape: a warning there concerns a shape, not a value.
+SHAPE_READS = (".shape", ".size(", "len(", ".numel(", ".dim(", ".ndim")
 
 
-def failure_finding(error: ExportFailure, repo: Path,
-                    allowed: tuple[AllowWarning, ...], fallback_used: bool) -> Finding:
+@dataclass(frozen=True)
+class OtherExporter:
+    """The exporter the configuration does not list, tried only to say whether it would do."""
+
+    exporter: str
+    exports: bool
+    reason: str | None = None  # why it failed too
+
+
+def failure_finding(error: ExportFailure, repo: Path, allowed: tuple[AllowWarning, ...],
+                    fallback_used: bool, other: OtherExporter | None = None) -> Finding:
     """The finding for one exporter's failure (the caller decides whether it counts)."""
     file, line = innermost_user_frame(error.frames, repo)
     if error.kind == "unsupported-operator":
@@ -31,10 +43,16 @@ def failure_finding(error: ExportFailure, repo: Path,
         handled = "the next exporter handled it" if fallback_used else "no exporter handled it"
         return Finding(
             "unsupported-operator",
-            f"{error.exporter} cannot export {operator} ({handled}): {error.message}",
+            f"{error.exporter} cannot export {operator} ({handled}{_other(other)}): "
+            f"{error.message}",
             file=file, line=line,
             severity=Severity.NOTE if fallback_used else Severity.ERROR,
-            details={"operator": operator, "exporter": error.exporter, "handled": fallback_used},
+            fix=(f'Set `exporter = "{other.exporter}"`: it exports this model (tried for this '
+                 "report, not checked against PyTorch until you set it).")
+            if other and other.exports else None,
+            details={"operator": operator, "exporter": error.exporter, "handled": fallback_used,
+                     **({"other_exporter": {"exporter": other.exporter, "exports": other.exports}}
+                        if other else {})},
         )
     if error.kind == "data-dependent-branch":
         return _allowing(
@@ -53,30 +71,68 @@ def failure_finding(error: ExportFailure, repo: Path,
 def warning_findings(warnings: tuple[CapturedWarning, ...], repo: Path,
                      allowed: tuple[AllowWarning, ...]) -> list[Finding]:
     findings: list[Finding] = []
-    seen: set[tuple[str, str | None, int | None]] = set()
+    seen: set[tuple[str, str, int]] = set()
     for warning in warnings:
         if warning.category != TRACER_CATEGORY:
             continue
         finding = _allowing(_tracer_finding(warning, repo), allowed)
-        key = (finding.code, finding.file, finding.line)
+        key = (finding.code, warning.file, warning.line)  # one finding per line warned at
         if key not in seen:
             seen.add(key)
             findings.append(finding)
     return findings
 
 
+def _other(other: OtherExporter | None) -> str:
+    if other is None:
+        return ""
+    if other.exports:
+        return f"; {other.exporter}, which the configuration does not list, exports this model"
+    return f"; {other.exporter} fails on it too ({other.reason})"
+
+
 def _tracer_finding(warning: CapturedWarning, repo: Path) -> Finding:
     file = repo_relative(warning.file, repo)
     line = warning.line if file else None
     branch = BRANCH_PHRASE in warning.message
-    where = f"{file}:{line}" if file else f"{warning.file}:{warning.line} (an installed package)"
+    package = scrub_paths(f"{warning.file}:{warning.line}", (repo,)).removeprefix(
+        "site-packages/").removeprefix("dist-packages/")
+    where = f"{file}:{line}" if file else f"{package} (an installed package)"
     return Finding(
         "data-dependent-branch" if branch else "tracer-warning",
         f"TracerWarning at {where}: {_first_sentence(warning.message)}",
         file=file, line=line, evidence=warning.message,
         # Not the user's code: a warning, since there is nothing to fix in the repository.
         severity=Severity.ERROR if file else Severity.WARNING,
+        fix=None if file else _library_fix(warning, package),
     )
+
+
+def _library_fix(warning: CapturedWarning, where: str) -> str:
+    """Whose code it is, whether it concerns a shape or a value, and what the user can do."""
+    owner = where.split("/", 1)[0]
+    text = _line_text(warning.file, warning.line)
+    reads_shape = any(read in text for read in SHAPE_READS)
+    concern = (
+        "It reads a shape: onnx-parity runs the model at every declared shape (`batch-sizes`, "
+        "`axis-sizes`), so a shape baked in there fails as `frozen-dimension`."
+        if reads_shape else
+        "It turns a tensor value into a Python value: the export keeps the value the export "
+        "batch gave."
+    )
+    return (f"This code belongs to the installed package {owner} ({where}), not to your "
+            f"repository: there is nothing to rewrite on your side. {concern} Pin "
+            f"`exporter = \"dynamo\"` if it exports this model, or pin the {owner} version "
+            "that exports it cleanly; or accept the warning in `[[model.allow-warnings]]` with "
+            "a reason.")
+
+
+def _line_text(path: str, line: int) -> str:
+    try:
+        lines = Path(path).read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return ""
+    return lines[line - 1] if 0 < line <= len(lines) else ""
 
 
 def trace_divergence(first: tuple[str, ...], second: tuple[str, ...],
@@ -116,12 +172,13 @@ def _first_sentence(message: str) -> str:
 
 
 def fallback_findings(failures: Sequence[ExportFailure], exported: Exported | None, repo: Path,
-                      allowed: tuple[AllowWarning, ...]) -> list[Finding]:
+                      allowed: tuple[AllowWarning, ...],
+                      other: OtherExporter | None = None) -> list[Finding]:
     """Each failed exporter's finding and warnings; a note when a later exporter took over."""
     findings: list[Finding] = []
     handled = exported is not None
     for failure in failures:
-        finding = failure_finding(failure, repo, allowed, fallback_used=handled)
+        finding = failure_finding(failure, repo, allowed, fallback_used=handled, other=other)
         if finding.code != "export-error" or not handled:
             findings.append(finding)
         findings.extend(warning_findings(failure.warnings, repo, allowed))

@@ -1,26 +1,53 @@
-"""Match the sample tensors to the parameters of the model's forward, by name."""
+"""Match the sample tensors to the parameters of the model's forward, as torch.onnx.export does.
+
+The names in `inputs` are the ONNX graph's input names (what a deployment feeds). They bind by
+name when every one is a parameter of forward; when none is, and there are exactly as many as
+forward's required positional parameters, they bind by position in the order given (with a
+note). Given parameters after a gap (a parameter left to its default) go by keyword, as
+`torch.onnx.export(..., kwargs=...)` passes them: GPT-2's `attention_mask` sits behind
+`past_key_values=None`.
+"""
 
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from onnx_parity.findings import Finding
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.settings.schema import ModelSpec
+
+POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+NAMED = (*POSITIONAL, inspect.Parameter.KEYWORD_ONLY)
 
 
 @dataclass(frozen=True)
 class BoundInputs:
-    names: tuple[str, ...]  # forward-parameter order
-    arrays: dict[str, np.ndarray]  # axis 0 = samples
+    names: tuple[str, ...]  # the ONNX input names, in the order the exporters see them
+    arrays: dict[str, np.ndarray]  # by input name, axis 0 = samples
+    # forward's parameter each name binds to (same order); empty: the names themselves
+    parameters: tuple[str, ...] = ()
+    keyword: tuple[str, ...] = ()  # the names passed by keyword (they follow the positional)
+    positional_note: str | None = None  # set when the names were bound by position
+    # forward's scalar defaults of parameters the configuration leaves out: the TorchScript
+    # exporter can turn one into a graph input (GPT-2's `logits_to_keep=0`), fed its default.
+    defaults: dict[str, int | float | bool] = field(default_factory=dict)
 
     @property
     def sample_count(self) -> int:
         return min(len(array) for array in self.arrays.values())
+
+    def parameter(self, name: str) -> str:
+        return self.parameters[self.names.index(name)] if self.parameters else name
+
+    def findings(self) -> list[Finding]:
+        if self.positional_note is None:
+            return []
+        return [Finding("positional-binding", self.positional_note)]
 
 
 def bind_inputs(module: Any, spec: ModelSpec, named: dict[str, np.ndarray],
@@ -28,34 +55,35 @@ def bind_inputs(module: Any, spec: ModelSpec, named: dict[str, np.ndarray],
     parameters = _forward_parameters(module)
     zoo_folder = isinstance(spec.inputs, Path) and spec.inputs.is_dir()
     if zoo_folder:  # test_data_set_N/input_K.pb: K is the parameter's position
-        bound = _bind_positional(parameters, positional, spec)
+        bound = _bind_zoo(parameters, positional, spec)
     else:
-        bound = _bind_named(parameters, named, spec)
+        bound = _bind_given(parameters, named, spec)
     _check_axes(spec, bound)
     return bound
 
 
 def _forward_parameters(module: Any) -> list[inspect.Parameter]:
     signature = inspect.signature(module.forward)
-    return [
-        parameter for parameter in signature.parameters.values()
-        if parameter.kind in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD)
-    ]
+    return [parameter for parameter in signature.parameters.values() if parameter.kind in NAMED]
 
 
-def _bind_named(parameters: list[inspect.Parameter], named: dict[str, np.ndarray],
+def _bind_given(parameters: list[inspect.Parameter], named: dict[str, np.ndarray],
                 spec: ModelSpec) -> BoundInputs:
     known = [parameter.name for parameter in parameters]
     given = _given_names(named, spec)
+    matching = [name for name in given if name in known]
     unknown = [name for name in given if name not in known]
-    if unknown:
-        raise LoadError(
-            f"model \"{spec.name}\": `inputs` names {_quoted(unknown)}, which "
-            f"{type_name(spec)}.forward does not take (its parameters: {_quoted(known)}). "
-            "Fix: name each input after a parameter of forward."
-        )
-    order = _required_prefix(parameters, given, spec)
-    return BoundInputs(tuple(order), {name: named[name] for name in order})
+    if not unknown:
+        return _bind_by_name(parameters, given, named, spec)
+    if not matching:
+        return _bind_by_position(parameters, given, named, spec)
+    raise LoadError(
+        f"model \"{spec.name}\": `inputs` names {_quoted(unknown)}, which "
+        f"{type_name(spec)}.forward does not take, beside {_quoted(matching)}, which it does "
+        f"(its parameters: {_quoted(known)}). Fix: name each input after a parameter of "
+        "forward, or name none of them after one and list them in forward's order to bind "
+        "them by position."
+    )
 
 
 def _given_names(named: dict[str, np.ndarray], spec: ModelSpec) -> list[str]:
@@ -64,38 +92,78 @@ def _given_names(named: dict[str, np.ndarray], spec: ModelSpec) -> list[str]:
     return list(named)
 
 
-def _required_prefix(parameters: list[inspect.Parameter], given: list[str],
-                     spec: ModelSpec) -> list[str]:
-    """Parameters passed positionally up to the last one given; gaps must have defaults."""
-    last = max((i for i, p in enumerate(parameters) if p.name in given), default=-1)
-    order: list[str] = []
-    for parameter in parameters[: last + 1]:
-        if parameter.name not in given:
-            raise LoadError(
-                f"model \"{spec.name}\": forward needs input \"{parameter.name}\" before "
-                f"{_quoted(given)}, and the configuration gives no sample for it. Fix: add "
-                f"`{parameter.name} = \"samples/....npy\"` to `inputs`."
-            )
-        order.append(parameter.name)
-    missing = [p.name for p in parameters[last + 1:] if p.default is inspect.Parameter.empty]
+def _bind_by_name(parameters: list[inspect.Parameter], given: list[str],
+                  named: dict[str, np.ndarray], spec: ModelSpec) -> BoundInputs:
+    """Leading given parameters positionally, the ones after a gap by keyword."""
+    missing = [p.name for p in parameters
+               if p.default is inspect.Parameter.empty and p.name not in given]
     if missing:
         raise LoadError(
             f"model \"{spec.name}\": forward needs input(s) {_quoted(missing)}, which the "
             "configuration does not give. Fix: add a sample file for each to `inputs`."
         )
-    return order
+    order = [p for p in parameters if p.name in given]
+    gap = next((i for i, p in enumerate(parameters) if p.name not in given), len(parameters))
+    keyword = tuple(p.name for p in parameters[gap:] if p.name in given)
+    _check_keywords(parameters[gap:], keyword, spec)
+    names = tuple(p.name for p in order)
+    return BoundInputs(names, {name: named[name] for name in names}, keyword=keyword,
+                       defaults=_scalar_defaults(parameters, names))
 
 
-def _bind_positional(parameters: list[inspect.Parameter], arrays: tuple[np.ndarray, ...],
-                     spec: ModelSpec) -> BoundInputs:
-    if len(arrays) > len(parameters):
+def _scalar_defaults(parameters: list[inspect.Parameter],
+                     given: tuple[str, ...]) -> dict[str, int | float | bool]:
+    return {p.name: p.default for p in parameters
+            if p.name not in given and isinstance(p.default, (int, float, bool))}
+
+
+def _check_keywords(after_gap: list[inspect.Parameter], keyword: tuple[str, ...],
+                    spec: ModelSpec) -> None:
+    only = [p.name for p in after_gap
+            if p.name in keyword and p.kind == inspect.Parameter.POSITIONAL_ONLY]
+    if only:
+        raise LoadError(
+            f"model \"{spec.name}\": forward takes {_quoted(only)} by position only, after a "
+            "parameter the configuration leaves out. Fix: give a sample for every parameter "
+            f"before {_quoted(only)}."
+        )
+
+
+def _bind_by_position(parameters: list[inspect.Parameter], given: list[str],
+                      named: dict[str, np.ndarray], spec: ModelSpec) -> BoundInputs:
+    required = [p.name for p in parameters
+                if p.kind in POSITIONAL and p.default is inspect.Parameter.empty]
+    known = [parameter.name for parameter in parameters]
+    if len(given) != len(required) or not required:
+        raise LoadError(
+            f"model \"{spec.name}\": `inputs` names {_quoted(given)}, which "
+            f"{type_name(spec)}.forward does not take (its parameters: {_quoted(known)}), and "
+            f"they cannot bind by position: forward has {len(required)} required positional "
+            f"parameter(s) ({_quoted(required)}), the configuration gives {len(given)}. Fix: "
+            "name each input after a parameter of forward, or give one sample per required "
+            "parameter, in forward's order."
+        )
+    pairs = ", ".join(f'"{name}" -> {parameter}' for name, parameter in zip(given, required,
+                                                                         strict=True))
+    note = (f"`inputs` names {_quoted(given)}, which are not parameters of "
+            f"{type_name(spec)}.forward; bound by position in the order the configuration "
+            f"lists them ({pairs}). The ONNX inputs keep the configured names.")
+    return BoundInputs(tuple(given), {name: named[name] for name in given},
+                       parameters=tuple(required), positional_note=note)
+
+
+def _bind_zoo(parameters: list[inspect.Parameter], arrays: tuple[np.ndarray, ...],
+              spec: ModelSpec) -> BoundInputs:
+    positional = [p for p in parameters if p.kind in POSITIONAL]
+    if len(arrays) > len(positional):
         raise LoadError(
             f"model \"{spec.name}\": the sample folder holds {len(arrays)} inputs per data set "
-            f"but forward takes {len(parameters)}. Fix: keep input_0.pb ... input_"
-            f"{len(parameters) - 1}.pb in parameter order."
+            f"but forward takes {len(positional)}. Fix: keep input_0.pb ... input_"
+            f"{len(positional) - 1}.pb in parameter order."
         )
-    names = tuple(parameter.name for parameter in parameters[: len(arrays)])
-    required = [p.name for p in parameters[len(arrays):] if p.default is inspect.Parameter.empty]
+    names = tuple(parameter.name for parameter in positional[: len(arrays)])
+    required = [p.name for p in parameters if p.name not in names
+                and p.default is inspect.Parameter.empty]
     if required:
         raise LoadError(
             f"model \"{spec.name}\": forward needs {_quoted(required)} too, but the sample "
@@ -122,5 +190,5 @@ def type_name(spec: ModelSpec) -> str:
     return spec.factory.partition(":")[2] or spec.factory
 
 
-def _quoted(names: list[str]) -> str:
+def _quoted(names: list[str] | tuple[str, ...]) -> str:
     return ", ".join(f'"{name}"' for name in names) or "none"

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from onnx_parity.findings import Finding
-from onnx_parity.locations import error_location
+from onnx_parity.locations import error_location, shorten
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.settings.schema import ModelSpec
 
@@ -177,17 +177,13 @@ def _few(keys: list[str], limit: int = 5) -> str:
 
 
 def _first_line(error: BaseException, limit: int = 240) -> str:
-    text = " ".join(str(error).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shorten(str(error), limit)
 
 
 def _training_mode_findings(module: Any, reference: str) -> tuple[Finding, ...]:
-    import torch.nn as nn
-
     if not module.training:
         return ()
-    kinds = (nn.modules.dropout._DropoutNd, nn.modules.batchnorm._BatchNorm)
-    affected = sorted({type(m).__name__ for m in module.modules() if isinstance(m, kinds)})
+    affected = sorted({type(m).__name__ for m in module.modules() if _trains_differently(m)})
     if not affected:
         return ()
     return (
@@ -198,3 +194,15 @@ def _training_mode_findings(module: Any, reference: str) -> tuple[Finding, ...]:
             f"eval() before export.",
         ),
     )
+
+
+def _trains_differently(layer: Any) -> bool:
+    """Layers whose output really changes in training: a Dropout with p > 0, a norm that keeps
+    running statistics (it uses the batch's in training), RReLU's random slope."""
+    import torch.nn as nn
+
+    if isinstance(layer, nn.modules.dropout._DropoutNd):
+        return float(layer.p) > 0
+    if isinstance(layer, nn.modules.batchnorm._NormBase):  # batch and instance norms
+        return bool(layer.track_running_stats)
+    return isinstance(layer, nn.RReLU)

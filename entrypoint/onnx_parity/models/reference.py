@@ -8,7 +8,11 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.errors import ModelProblem
+from onnx_parity.locations import shorten
 from onnx_parity.models.batches import cut_batch
+from onnx_parity.models.binding import BoundInputs
+
+Call = tuple[tuple[Any, ...], dict[str, Any]]  # forward's positional and keyword arguments
 
 
 class ReferenceFailure(ModelProblem):
@@ -31,6 +35,14 @@ def as_tensors(feed: dict[str, np.ndarray], names: tuple[str, ...]) -> tuple[Any
     return tuple(torch.from_numpy(np.array(feed[name], copy=True)) for name in names)
 
 
+def as_call(feed: dict[str, np.ndarray], bound: BoundInputs) -> Call:
+    """The feed as forward takes it: positional first, the rest by parameter name."""
+    tensors = dict(zip(bound.names, as_tensors(feed, bound.names), strict=True))
+    args = tuple(tensors[name] for name in bound.names if name not in bound.keyword)
+    kwargs = {bound.parameter(name): tensors[name] for name in bound.keyword}
+    return args, kwargs
+
+
 @dataclass(frozen=True)
 class Reference:
     """PyTorch's outputs, flat, with names from the structure forward returned (or None)."""
@@ -39,14 +51,15 @@ class Reference:
     arrays: tuple[np.ndarray, ...]
 
 
-def run_reference(module: Any, args: tuple[Any, ...]) -> Reference:
+def run_reference(module: Any, call: Call) -> Reference:
     import torch
 
+    args, kwargs = call
     try:
         with torch.no_grad():
-            result = module(*args)
+            result = module(*args, **kwargs)
     except Exception as error:  # the user's forward failing is evidence, not a crash
-        text = " ".join(str(error).split())[:600]
+        text = shorten(str(error), 600)
         raise ReferenceFailure(f"{type(error).__name__}: {text}", error) from error
     return flatten_outputs(result)
 

@@ -27,6 +27,7 @@ from onnx_parity.models.load_errors import LoadError, load_finding
 from onnx_parity.models.reference import ReferenceFailure
 from onnx_parity.models.samples import SampleSet, load_samples
 from onnx_parity.results import (
+    Divergence,
     ExportAttempt,
     ModelResult,
     OutputComparison,
@@ -35,10 +36,11 @@ from onnx_parity.results import (
 )
 from onnx_parity.settings.schema import ModelSpec
 from onnx_parity.variants.checked import check_variants, skipped_variants
-from onnx_parity.verification import frozen
+from onnx_parity.verification import frozen, localise
+from onnx_parity.verification.cuts import CutRun
 from onnx_parity.verification.outputs import sample_notes
 from onnx_parity.verification.run_failures import reference_finding
-from onnx_parity.verification.verified import Exported, verify_model
+from onnx_parity.verification.verified import Exported, Verified, verify_model
 
 Progress = Callable[[str], None]
 SKIPPED = ("the fp32 model did not pass, so no variant was built from it: fix its findings "
@@ -60,6 +62,9 @@ class Ledger:
     onnx_sha256: str | None = None
     sample_sha256: dict[str, str] = field(default_factory=dict)
     variants: list[VariantResult] = field(default_factory=list)
+    axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
+    dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    divergence: Divergence | None = None
 
     def result(self) -> ModelResult:
         return ModelResult(
@@ -69,15 +74,19 @@ class Ledger:
             comparisons=tuple(self.comparisons), attempts=tuple(self.attempts),
             steps=tuple(self.steps), onnx_path=self.onnx_path, onnx_sha256=self.onnx_sha256,
             sample_sha256=dict(self.sample_sha256), variants=tuple(self.variants),
+            runtime_optimization=self.spec.runtime_optimization,
+            axis_sizes=dict(self.axis_sizes), dimension_sizes=dict(self.dimension_sizes),
+            divergence=self.divergence,
         )
 
 
 class Timer:
     """Announces each step (progress) and records how long it took (StepTiming)."""
 
-    def __init__(self, ledger: Ledger, progress: Progress):
+    def __init__(self, ledger: Ledger, progress: Progress, started: float):
         self.ledger = ledger
         self.progress = progress
+        self.started = started  # time.monotonic() when the model's run began
 
     def step(self, name: str) -> _Step:
         self.progress(name)
@@ -101,7 +110,7 @@ def run_model(payload: tuple[ModelSpec, Path], workdir: Path, progress: Progress
     _tolerant_console()
     ledger = Ledger(spec)
     try:
-        _stages(spec, repo, workdir, ledger, Timer(ledger, progress))
+        _stages(spec, repo, workdir, ledger, Timer(ledger, progress, time.monotonic()))
     except LoadError as error:
         ledger.findings.append(load_finding(error))
     except ReferenceFailure as error:  # PyTorch cannot run the samples before any export
@@ -119,32 +128,56 @@ def _stages(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer: T
         _record_export(outcome, ledger)
     if outcome.model_bytes is None:
         if outcome.frozen:
-            ledger.findings += frozen.before_export(outcome.frozen)
+            ledger.findings += frozen.before_export(spec, bound, outcome.frozen.evidence,
+                                                    outcome.frozen.place)
         return
     _save_model(outcome.model_bytes, workdir, ledger)
     with timer.step("verify"):
-        facts = inspect_model(outcome.model_bytes)
-        ledger.opset = facts.opset
-        ledger.findings += model_findings(facts, spec)
-        exported = Exported(outcome.model_bytes, facts, outcome.export_batch, outcome.frozen)
-        verified = verify_model(loaded.module, exported, bound, samples.golden, spec, repo)
-        ledger.findings += verified.findings
-        ledger.comparisons += verified.comparisons
+        verified = _verify(loaded, bound, samples, outcome, spec, repo, ledger)
+    failure = localise.target(verified.findings, verified.failed)
+    if failure is not None:
+        with timer.step("localise"):
+            _localise(loaded, bound, outcome, failure, verified, spec, repo, ledger, timer)
+    ledger.findings += verified.findings
+    ledger.comparisons += verified.comparisons
+    ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
     if spec.variants:
         with timer.step("variants"):
-            _variants(loaded.module, outcome.model_bytes, bound, spec, repo, workdir, ledger)
+            _variants(outcome.model_bytes, verified, spec, repo, workdir, ledger)
 
 
-def _variants(module: Any, model_bytes: bytes, bound: BoundInputs, spec: ModelSpec, repo: Path,
+def _variants(model_bytes: bytes, verified: Verified, spec: ModelSpec, repo: Path,
               workdir: Path, ledger: Ledger) -> None:
     """Deployment variants, built only from an fp32 model that passed."""
     if any(finding.severity == Severity.ERROR for finding in ledger.findings):
         checked = skipped_variants(spec, len(model_bytes), SKIPPED)
     else:
         folder = workdir / f"{spec.name}.variants"
-        checked = check_variants(module, model_bytes, bound, spec, repo, folder)
+        checked = check_variants(model_bytes, verified.runs, verified.bound, spec, repo, folder)
     ledger.variants += checked.results
     ledger.findings += checked.findings
+
+
+def _verify(loaded: LoadedModel, bound: BoundInputs, samples: SampleSet, outcome: ExportOutcome,
+            spec: ModelSpec, repo: Path, ledger: Ledger) -> Verified:
+    assert outcome.model_bytes is not None  # only an exported model is verified
+    facts = inspect_model(outcome.model_bytes)
+    ledger.opset = facts.opset
+    ledger.findings += model_findings(facts, spec)
+    exported = Exported(outcome.model_bytes, facts, outcome.export_batch, outcome.frozen,
+                        outcome.findings)
+    return verify_model(loaded.module, exported, bound, samples.golden, spec, repo)
+
+
+def _localise(loaded: LoadedModel, bound: BoundInputs, outcome: ExportOutcome,
+              failure: tuple[CutRun, str], verified: Verified, spec: ModelSpec, repo: Path,
+              ledger: Ledger, timer: Timer) -> None:
+    assert outcome.model_bytes is not None
+    request = localise.Localisation(
+        loaded.module, outcome.program, outcome.exporter or "", outcome.model_bytes, bound,
+        spec, repo, localise.deadline_for(spec.timeout_seconds, timer.started))
+    ledger.divergence = localise.localise(request, *failure)
+    verified.findings = localise.attach(verified.findings, ledger.divergence, repo)
 
 
 def _load(spec: ModelSpec, repo: Path, ledger: Ledger) -> SampleSet:
@@ -158,7 +191,9 @@ def _build(spec: ModelSpec, repo: Path, samples: SampleSet,
            ledger: Ledger) -> tuple[LoadedModel, BoundInputs]:
     loaded = build_model(spec, repo)
     ledger.findings += loaded.findings
-    return loaded, bind_inputs(loaded.module, spec, samples.named, samples.positional)
+    bound = bind_inputs(loaded.module, spec, samples.named, samples.positional)
+    ledger.findings += bound.findings()
+    return loaded, bound
 
 
 def _record_export(outcome: ExportOutcome, ledger: Ledger) -> None:

@@ -6,6 +6,7 @@ import time
 from typing import TextIO
 
 from onnx_parity.results import RunResult
+from onnx_parity.verification.node_sources import first_sentence
 
 
 class Progress:
@@ -37,3 +38,17 @@ def verdict_table(run: RunResult) -> str:
     passed = sum(m.passed for m in run.models)
     lines.append(f"{passed} of {len(run.models)} models pass")
     return "\n".join(line.rstrip() for line in lines) + "\n"
+
+
+def divergence_lines(run: RunResult) -> str:
+    """For each localised mismatch: where it diverges first, then the source line."""
+    lines: list[str] = []
+    for model in run.models:
+        for finding in model.findings:
+            details = finding.details.get("first_divergence")
+            if isinstance(details, dict):
+                sentence = first_sentence(details).replace('`', '')
+                lines.append(f"{model.name}: {sentence[:1].lower()}{sentence[1:]}")
+                if details.get("source"):
+                    lines.append(f"    {details['source']}")
+    return "".join(f"{line}\n" for line in lines)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from onnx_parity.errors import UserError
 from onnx_parity.report.serialization import (
+    divergence_record,
     parity_record,
     run_to_json,
     variant_file,
@@ -67,6 +68,9 @@ def _write_model(run: RunResult, name: str, out: Path) -> None:
         shutil.move(model.onnx_path, out / onnx_file)
     record = parity_record(model, run.versions, onnx_file)
     _write_json(out / f"{name}.parity.json", record)
+    divergence = divergence_record(model)
+    if divergence is not None:
+        _write_json(out / f"{name}.divergence.json", divergence)
     for variant in model.variants:
         _write_variant(run, model, variant, out)
 

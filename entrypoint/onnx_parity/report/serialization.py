@@ -29,6 +29,7 @@ SCHEMA_VERSION = 1
 # OutputComparison's figures that may be infinite.
 NUMBERS = ("max_abs_diff", "max_rel_diff", "smallest_passing_atol")
 VARIANT_NUMBERS = ("max_abs_diff", "sqnr_db", "cosine", "top1_agreement")
+OPTIONAL_NUMBERS = ("tolerance_share",)
 RULE = "|onnx - torch| <= atol + rtol * |torch|"
 
 Json = Any
@@ -86,7 +87,21 @@ def comparison_from_json(data: dict[str, Json]) -> OutputComparison:
     fields["onnx_shape"] = tuple(fields["onnx_shape"])
     for key in NUMBERS:
         fields[key] = _number(fields[key])
+    for key in OPTIONAL_NUMBERS:
+        fields[key] = _number(fields.get(key))
+    fields["input_shapes"] = {name: tuple(shape)
+                              for name, shape in fields.get("input_shapes", {}).items()}
     return OutputComparison(**fields)
+
+
+def axis_sizes_to_json(sizes: dict[str, dict[int, tuple[int, ...]]]) -> dict[str, Json]:
+    return {name: {str(axis): list(ran) for axis, ran in axes.items()}
+            for name, axes in sizes.items()}
+
+
+def axis_sizes_from_json(data: dict[str, Json]) -> dict[str, dict[int, tuple[int, ...]]]:
+    return {name: {int(axis): tuple(ran) for axis, ran in axes.items()}
+            for name, axes in data.items()}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -124,6 +139,10 @@ def model_to_json(model: ModelResult) -> dict[str, Json]:
         "steps": encode(model.steps),
         "onnx_sha256": model.onnx_sha256,
         "sample_sha256": dict(model.sample_sha256),
+        "runtime_optimization": model.runtime_optimization,
+        "axis_sizes": axis_sizes_to_json(model.axis_sizes),
+        "dimension_sizes": {name: list(ran) for name, ran in model.dimension_sizes.items()},
+        "tolerance_share": number_to_json(model.tolerance_share),
         "variants": [variant_to_json(model, variant) for variant in model.variants],
     }
 
@@ -201,6 +220,10 @@ def _model_from_json(item: dict[str, Json]) -> ModelResult:
         steps=tuple(StepTiming(**s) for s in item.get("steps", [])),
         onnx_sha256=item.get("onnx_sha256"), sample_sha256=dict(item.get("sample_sha256", {})),
         variants=tuple(variant_from_json(v) for v in item.get("variants", [])),
+        runtime_optimization=item.get("runtime_optimization", "all"),
+        axis_sizes=axis_sizes_from_json(item.get("axis_sizes", {})),
+        dimension_sizes={name: tuple(ran)
+                         for name, ran in item.get("dimension_sizes", {}).items()},
     )
 
 
@@ -226,6 +249,35 @@ def parity_record(model: ModelResult, versions: dict[str, str],
         "onnx_sha256": model.onnx_sha256,
         "sample_sha256": dict(model.sample_sha256),
         "findings": [finding_to_json(f) for f in model.findings],
+        "runtime_optimization": model.runtime_optimization,
+        "axis_sizes": axis_sizes_to_json(model.axis_sizes),
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# <name>.divergence.json: every intermediate value compared for a failing model, in graph order
+
+
+def divergence_record(model: ModelResult) -> dict[str, Json] | None:
+    divergence = model.divergence
+    if divergence is None:
+        return None
+    first = divergence.first
+    return {
+        "model": model.name,
+        "tool_version": __version__,
+        "exporter": divergence.exporter,
+        "output": divergence.output,
+        "batch_size": divergence.batch_size,
+        "input_shapes": {k: list(v) for k, v in divergence.input_shapes.items()},
+        "runtime_optimization": divergence.optimization,
+        "accepted": {"atol": divergence.atol, "rtol": divergence.rtol, "rule": RULE},
+        "first_divergence": first.node if first else None,
+        "unlocalised": divergence.unlocalised,
+        "nodes_compared": len(divergence.nodes),
+        "nodes_skipped": divergence.nodes_skipped,
+        "seconds": divergence.seconds,
+        "nodes": encode(divergence.nodes),
     }
 
 

@@ -16,6 +16,7 @@ from onnx_parity.settings.model_keys import (
     ALLOW_WARNING_KEYS,
     MODEL_NAME,
     allow_warnings_value,
+    axis_sizes_value,
     dynamic_axes_value,
     factory_value,
     inputs_value,
@@ -32,7 +33,7 @@ OVERRIDE_KEYS = tuple(item.key for item in overridable())
 TOP_KEYS = (*OVERRIDE_KEYS, "model")
 MODEL_KEYS = (
     "name", "factory", "weights", "inputs", "outputs", "dynamic-axes", "allow-warnings",
-    *OVERRIDE_KEYS,
+    *OVERRIDE_KEYS, "axis-sizes",
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -118,14 +119,16 @@ def _model(entry: object, index: int, file: Place, common: dict[str, Any],
     own = {**common, **_overrides(entry, place)}
     inputs = inputs_value(entry["inputs"], place, root)
     outputs = outputs_value(entry["outputs"], place.at("outputs")) if "outputs" in entry else None
+    dynamic_axes = dynamic_axes_value(entry.get("dynamic-axes", {}), place, inputs, outputs)
     return ModelSpec(
         name=name,
         factory=factory,
         weights=weights_value(entry.get("weights"), place.at("weights"), root),
         inputs=inputs,
         outputs=outputs or (),
-        dynamic_axes=dynamic_axes_value(entry.get("dynamic-axes", {}), place, inputs, outputs),
+        dynamic_axes=dynamic_axes,
         allow_warnings=allow_warnings_value(entry.get("allow-warnings", []), place),
+        axis_sizes=axis_sizes_value(entry.get("axis-sizes", {}), place, dynamic_axes),
         **own,
     )
 

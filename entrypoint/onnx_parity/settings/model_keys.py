@@ -163,3 +163,72 @@ def _allow_warning(value: object, place: Place) -> AllowWarning:
             raise ConfigError(f"{place.at(key)}: missing. Add {fix}.")
         texts[key] = non_empty(value[key], place.at(key), f"non-empty text: {fix}")
     return AllowWarning(match=texts["match"], reason=texts["reason"])
+
+
+AxisSizes = dict[str, dict[int, tuple[int, ...]]]
+
+
+def axis_sizes_value(value: object, place: Place,
+                     dynamic_axes: dict[str, dict[int, str]]) -> AxisSizes:
+    """input -> axis -> sizes; every axis named must be a declared dynamic axis other than 0."""
+    where = place.at("axis-sizes")
+    if not isinstance(value, dict):
+        raise wrong_type(where, value, "a table, e.g. axis-sizes = { input_ids = { 1 = [8, 16] } }")
+    return {
+        _sized_input(name, where, dynamic_axes):
+            _axis_sizes(axes, place, name, dynamic_axes[name])
+        for name, axes in value.items()
+    }
+
+
+def _sized_input(name: str, where: str, dynamic_axes: dict[str, dict[int, str]]) -> str:
+    non_empty(name, where, "an input name")
+    if name in dynamic_axes:
+        return name
+    guess = did_you_mean(name, tuple(dynamic_axes))
+    raise ConfigError(
+        f'{where}: "{shown(name)}" has no axis in `dynamic-axes`{guess} Only a declared dynamic '
+        'axis can run at other sizes: declare it first, e.g. dynamic-axes = { '
+        f'{shown(name)} = {{ 1 = "sequence" }} }}.'
+    )
+
+
+def _axis_sizes(value: object, place: Place, name: str,
+                declared: dict[int, str]) -> dict[int, tuple[int, ...]]:
+    key = dotted("axis-sizes", name)
+    where = place.at(key)
+    fix = "a table of axis index -> list of sizes, e.g. { 1 = [8, 16] }"
+    if not isinstance(value, dict) or not value:
+        raise wrong_type(where, value, fix)
+    sizes: dict[int, tuple[int, ...]] = {}
+    for axis, listed in value.items():
+        if not AXIS.fullmatch(axis):
+            raise ConfigError(
+                f'{where}: axis "{shown(axis)}" is not an axis index (1, 2, ...). Use {fix}.'
+            )
+        index = int(axis)
+        if index == 0:
+            raise ConfigError(
+                f"{where}: axis 0 is the batch axis, which `batch-sizes` sets. Name another "
+                "axis here, or set batch-sizes = [...]."
+            )
+        if index not in declared:
+            raise ConfigError(
+                f'{where}: axis {index} of "{shown(name)}" is not declared in `dynamic-axes` '
+                f"(declared: {', '.join(map(str, sorted(declared))) or 'none'}). Declare it "
+                f'there, e.g. {shown(name)} = {{ {index} = "sequence" }}.'
+            )
+        sizes[index] = _sizes(listed, place.at(dotted(key, axis)))
+    return sizes
+
+
+def _sizes(value: object, where: str) -> tuple[int, ...]:
+    fix = "a non-empty list of distinct sizes >= 1, e.g. [8, 16]"
+    if not isinstance(value, list) or not value:
+        raise wrong_type(where, value, fix)
+    sizes = tuple(value)
+    if any(isinstance(size, bool) or not isinstance(size, int) or size < 1 for size in sizes):
+        raise ConfigError(f"{where}: {show_value(value)} holds a value that is not a size >= 1. "
+                          f"Use {fix}.")
+    no_duplicates(sizes, where, "list each size once")
+    return tuple(int(size) for size in sizes)

@@ -40,6 +40,9 @@ MIN_OPSET = 7
 MAX_OPSET = 23
 VARIANTS = ("int8-dynamic", "int8-static", "fp16")
 CALIBRATIONS = ("minmax", "entropy", "percentile")
+# onnxruntime's graph optimization levels, lowest first; "all" is onnxruntime's own default.
+OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
+DEFAULT_OPTIMIZATION = "all"
 
 
 # ---------------------------------------------------------------------------------------------
@@ -151,6 +154,19 @@ def agreement_value(value: object, where: str) -> float:
     return float(share)
 
 
+def optimization_value(value: object, where: str) -> str:
+    if not isinstance(value, str):
+        raise wrong_type(where, value, f"one of {quoted(OPTIMIZATION_LEVELS)}")
+    if value not in OPTIMIZATION_LEVELS:
+        guess = did_you_mean(value, OPTIMIZATION_LEVELS)
+        raise ConfigError(
+            f'{where}: unknown optimization level "{shown(value)}"{guess} Use one of '
+            f'{quoted(OPTIMIZATION_LEVELS)} (onnxruntime\'s graph optimization level; the default '
+            f'"{DEFAULT_OPTIMIZATION}" is what a deployment gets unless it sets another).'
+        )
+    return value
+
+
 # ---------------------------------------------------------------------------------------------
 # The settings
 
@@ -196,6 +212,10 @@ class ModelSpec:
     batch_sizes: tuple[int, ...] = setting("batch-sizes", DEFAULT_BATCH_SIZES, batch_sizes_value)
     timeout_seconds: float = setting("timeout-seconds", DEFAULT_TIMEOUT_SECONDS, timeout_value)
     memory_limit_mb: int | None = setting("memory-limit-mb", None, memory_limit_value)
+    runtime_optimization: str = setting("runtime-optimization", DEFAULT_OPTIMIZATION,
+                                        optimization_value)
+    # A [[model]] key (settings/model_keys.py): input -> axis -> the sizes to run that axis at.
+    axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     # Deployment variants built from the verified fp32 model (variants/).
     variants: tuple[str, ...] = setting("variants", (), variants_value)
     calibration: str = setting("calibration", "minmax", calibration_value)

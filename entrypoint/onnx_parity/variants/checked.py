@@ -1,5 +1,6 @@
 """The variants stage of one model: each configured variant built from the verified fp32 model,
-run on every batch the fp32 model ran, compared with PyTorch's fp32 outputs.
+run on every cut the fp32 model ran (every batch size and every size of each declared
+dimension), compared with the PyTorch fp32 outputs verification computed for those cuts.
 
 `check_variants` is the stage's entry. It runs only for a model whose fp32 export passed
 (`skipped_variants` records why the others get none); a variant that cannot be built or run
@@ -11,16 +12,16 @@ from __future__ import annotations
 import hashlib
 import statistics
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from onnx_parity.findings import Finding
-from onnx_parity.models.batches import batch_plan
 from onnx_parity.models.binding import BoundInputs
-from onnx_parity.models.reference import as_tensors, batch_arrays, run_reference
+from onnx_parity.models.reference import batch_arrays
+from onnx_parity.models.shapes import input_shapes
 from onnx_parity.results import VariantComparison, VariantResult
 from onnx_parity.settings.schema import ModelSpec
 from onnx_parity.variants.activations import FloatModel
@@ -28,17 +29,10 @@ from onnx_parity.variants.build import Feed, VariantFailure, build_variant
 from onnx_parity.variants.figures import compare_variant
 from onnx_parity.variants.review import degraded, misses, overflow, variant_error
 from onnx_parity.verification.compare import nonfinite_mismatch
+from onnx_parity.verification.cuts import CutRun, ort_feed
 from onnx_parity.verification.outputs import output_names, variant_nonfinite
-from onnx_parity.verification.runtime import (
-    RuntimeFailure,
-    Session,
-    open_session,
-    run_session,
-    session_feed,
-)
+from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session, run_session
 
-# The same batches verification compared: per batch size, cuts covering every sample.
-MAX_CUTS_PER_BATCH_SIZE = 8
 LATENCY_RUNS = 10  # timed runs per model after one warm-up; the median is reported
 FEW_CALIBRATION_SAMPLES = 16
 
@@ -76,13 +70,13 @@ def skipped_variants(spec: ModelSpec, fp32_size: int, reason: str) -> VariantsCh
                                  for kind in spec.variants), ())
 
 
-def check_variants(module: Any, model_bytes: bytes, bound: BoundInputs, spec: ModelSpec,
-                   repo: Path, folder: Path) -> VariantsChecked:
+def check_variants(model_bytes: bytes, runs: Sequence[CutRun], bound: BoundInputs,
+                   spec: ModelSpec, repo: Path, folder: Path) -> VariantsChecked:
     folder.mkdir(parents=True, exist_ok=True)
     fp32_path = folder / "fp32.onnx"
     fp32_path.write_bytes(model_bytes)
-    session = open_session(model_bytes)
-    cases = _cases(module, session, bound, spec)
+    session = open_session(model_bytes, spec.runtime_optimization)
+    cases = _cases(session, bound, spec, runs)
     calibration = _calibration_feeds(session, bound)
     context = _Context(spec, cases, FloatModel(fp32_path, calibration, repo, folder),
                        len(model_bytes), median_latency_ms(session, cases[0].feed), folder,
@@ -106,7 +100,7 @@ def _variant(kind: str, context: _Context,
     try:
         data = build_variant(kind, context.fp32.path, context.folder, calibration,
                              context.spec.calibration)
-        session = _session(kind, data)
+        session = _session(kind, data, context.spec.runtime_optimization)
         comparisons, broken = _compare(kind, session, context.cases)
     except VariantFailure as failure:
         return base, [variant_error(failure)]
@@ -122,9 +116,9 @@ def _variant(kind: str, context: _Context,
     return result, broken
 
 
-def _session(kind: str, data: bytes) -> Session:
+def _session(kind: str, data: bytes, optimization: str) -> Session:
     try:
-        return open_session(data)
+        return open_session(data, optimization)
     except RuntimeFailure as error:
         raise VariantFailure(kind, "loaded by onnxruntime", error) from error
 
@@ -153,25 +147,22 @@ def _first_per_output(findings: list[Finding]) -> list[Finding]:
     return list(seen.values())
 
 
-def _cases(module: Any, session: Session, bound: BoundInputs, spec: ModelSpec) -> tuple[Case, ...]:
-    cases = []
-    for size in spec.batch_sizes:
-        for cut in list(batch_plan(bound.sample_count, (size,)))[:MAX_CUTS_PER_BATCH_SIZE]:
-            feed = batch_arrays(bound.arrays, bound.names, cut.start, size)
-            reference = run_reference(module, as_tensors(feed, bound.names))
-            shapes = {name: tuple(int(n) for n in feed[name].shape) for name in bound.names}
-            cases.append(Case(size, session_feed(session, bound.names, feed), shapes,
-                              output_names(spec, reference, session.output_names),
-                              reference.arrays))
-    return tuple(cases)
+def _cases(session: Session, bound: BoundInputs, spec: ModelSpec,
+           runs: Sequence[CutRun]) -> tuple[Case, ...]:
+    """Every cut verification ran, with the PyTorch outputs it computed for it."""
+    return tuple(
+        Case(run.cut.size, ort_feed(session.input_names, bound, run.cut.feed),
+             input_shapes(run.cut.feed),
+             output_names(spec, run.reference, session.output_names), run.reference.arrays)
+        for run in runs if run.reference is not None)
 
 
 def _calibration_feeds(session: Session, bound: BoundInputs) -> list[Feed]:
     """Every committed sample, one at a time (or in the model's static batch when it has one)."""
     static = session.handle.get_inputs()[0].shape[0]
     size = static if isinstance(static, int) and static > 0 else 1
-    return [session_feed(session, bound.names, batch_arrays(bound.arrays, bound.names, start,
-                                                            size))
+    return [ort_feed(session.input_names, bound,
+                     batch_arrays(bound.arrays, bound.names, start, size))
             for start in range(0, bound.sample_count, size)]
 
 

@@ -26,6 +26,7 @@ class _Figures:
     max_rel_diff: float
     mismatched: int
     smallest_passing_atol: float | None
+    tolerance_share: float | None = None
 
 
 def compare_output(output: str, batch_size: int, torch_value: np.ndarray,
@@ -76,6 +77,7 @@ def _result(output: str, batch_size: int, reference: np.ndarray, candidate: np.n
         total=total,
         smallest_passing_atol=figures.smallest_passing_atol if figures else None,
         passed=figures is not None and mismatched == 0,
+        tolerance_share=figures.tolerance_share if figures else None,
     )
 
 
@@ -120,13 +122,14 @@ def _tolerance_figures(reference: np.ndarray, candidate: np.ndarray, atol: float
             mismatched=mismatched,
             smallest_passing_atol=None if unbounded else _smallest_atol(diff[finite],
                                                                         scale[finite]),
+            tolerance_share=math.inf if unbounded else _share(diff, atol + scale),
         )
 
 
 def _exact_figures(reference: np.ndarray, candidate: np.ndarray) -> _Figures:
     """Integer/bool reference: any difference is a mismatch and no atol can excuse it."""
     if candidate.dtype == reference.dtype and np.array_equal(candidate, reference):
-        return _Figures(0.0, 0.0, 0, 0.0)  # the usual case, without the slow exact path
+        return _Figures(0.0, 0.0, 0, 0.0, 0.0)  # the usual case, without the slow exact path
     if candidate.dtype.kind in "biu":
         # Python integers: exact for int64/uint64 values beyond float64's 2**53.
         ref_ints, cand_ints = np.asarray(reference, object), np.asarray(candidate, object)
@@ -139,7 +142,15 @@ def _exact_figures(reference: np.ndarray, candidate: np.ndarray) -> _Figures:
         loose = _tolerance_figures(reference, candidate, 0.0, 0.0)
         figures, relative = loose, loose.max_rel_diff
     return _Figures(figures.max_abs_diff, relative, figures.mismatched,
-                    0.0 if figures.mismatched == 0 else None)
+                    0.0 if figures.mismatched == 0 else None,
+                    0.0 if figures.mismatched == 0 else math.inf)
+
+
+def _share(diff: np.ndarray, allowed: np.ndarray) -> float:
+    """max |d| / (atol + rtol*|torch|): 0 where both are 0, infinite where only the bound is."""
+    with np.errstate(all="ignore"):
+        shares = np.where(diff == 0, 0.0, diff / allowed)
+        return _max(shares)
 
 
 def _max(values: np.ndarray) -> float:

@@ -2,7 +2,8 @@
 
 Evidence comes from three places: the exported graph declares a static size where
 `dynamic-axes` asks for a symbolic one; PyTorch runs at batch 1 but not at the export batch;
-onnxruntime or the comparison fails at another size than the one exported.
+onnxruntime or the comparison fails at another size than the one exported (another batch size,
+or another size of a declared sequence, time or image axis).
 """
 
 from __future__ import annotations
@@ -11,9 +12,19 @@ from dataclasses import dataclass, field
 
 from onnx_parity.export.inspection import ModelFacts, is_symbolic
 from onnx_parity.findings import Finding
+from onnx_parity.locations import NOWHERE, Location
 from onnx_parity.models.binding import BoundInputs
 from onnx_parity.settings.schema import ModelSpec
 from onnx_parity.verification.outputs import unknown_axis_name
+
+BATCH_SUBJECT = "batch axis"
+# A declared sequence, time or image axis that works at the export size only.
+DIMENSION_FIX = (
+    "The graph computes for the export size only: a Python loop or a size read as a Python "
+    "number (`for t in range(x.shape[1])`, `int(x.size(1))`) is unrolled or baked in by the "
+    "tracer. Export with `exporter = \"dynamo\"`, or compute over the whole axis with tensor "
+    "ops; `axis-sizes` sets the sizes checked."
+)
 
 
 @dataclass
@@ -21,28 +32,65 @@ class FrozenEvidence:
     """Everything that says one axis is frozen, gathered into one finding per axis."""
 
     lines: dict[str, list[str]] = field(default_factory=dict)
+    # Subjects that `dynamic-axes` declares: their message says "is declared dynamic, but" once.
+    declared: set[str] = field(default_factory=set)
+    # The user's line that hard-codes the size, when PyTorch's own traceback names it.
+    places: dict[str, Location] = field(default_factory=dict)
+    details: dict[str, dict[str, object]] = field(default_factory=dict)
+    # Who a failure at another batch size is about when the graph showed nothing static.
+    batch: str = BATCH_SUBJECT
+    batch_declared: bool = False
 
-    def add(self, subject: str, line: str) -> None:
+    def add(self, subject: str, line: str, *, declared: bool = False,
+            place: Location = NOWHERE) -> None:
         self.lines.setdefault(subject, []).append(line)
+        if declared:
+            self.declared.add(subject)
+        if place != NOWHERE and subject not in self.places:
+            self.places[subject] = place
 
-    def add_run(self, line: str) -> None:
+    def add_run(self, line: str, place: Location = NOWHERE) -> None:
         """A failure at another batch size belongs to the frozen batch axis, if one is known."""
         subject = next((s for s in self.lines if s.endswith("axis 0") or " axis 0 (" in s),
-                       "batch axis")
-        self.add(subject, line)
+                       None)
+        if subject is None:
+            self.add(self.batch, line, declared=self.batch_declared, place=place)
+        else:
+            self.add(subject, line, place=place)
+
+    def add_dimension(self, subject: str, line: str, details: dict[str, object]) -> None:
+        """A declared non-batch axis that fails or mismatches at another size."""
+        self.add(subject, line, declared=True)
+        self.details.setdefault(subject, {}).update(details)
 
     def findings(self) -> list[Finding]:
-        return [
-            Finding("frozen-dimension", f"{subject}: {'; '.join(lines)}",
-                    evidence="\n".join(lines), details={"subject": subject})
-            for subject, lines in self.lines.items()
-        ]
+        return [self._finding(subject, lines) for subject, lines in self.lines.items()]
+
+    def _finding(self, subject: str, lines: list[str]) -> Finding:
+        joined = "; ".join(lines)
+        message = (f"{subject} is declared dynamic, but {joined}" if subject in self.declared
+                   else f"{subject}: {joined}")
+        file, line = self.places.get(subject, NOWHERE)
+        return Finding("frozen-dimension", message, file=file, line=line,
+                       evidence="\n".join(lines),
+                       fix=DIMENSION_FIX if subject in self.details else None,
+                       details={"subject": subject, **self.details.get(subject, {})})
 
 
-def before_export(evidence: str) -> list[Finding]:
+def for_model(spec: ModelSpec, bound: BoundInputs) -> FrozenEvidence:
+    """Evidence for this model: a failure at another batch size names its declared batch axis."""
+    for name in bound.names:
+        label = spec.dynamic_axes.get(name, {}).get(0)
+        if label is not None:
+            return FrozenEvidence(batch=f'"{name}" axis 0 ("{label}")', batch_declared=True)
+    return FrozenEvidence()
+
+
+def before_export(spec: ModelSpec, bound: BoundInputs, evidence: str,
+                  place: Location = NOWHERE) -> list[Finding]:
     """The model could not be exported, and PyTorch already showed the batch is hard-coded."""
-    frozen = FrozenEvidence()
-    frozen.add_run(evidence)
+    frozen = for_model(spec, bound)
+    frozen.add_run(evidence, place)
     return frozen.findings()
 
 
@@ -58,8 +106,8 @@ def declared_axes(facts: ModelFacts, spec: ModelSpec, bound: BoundInputs,
         for axis, label in sorted(axes.items()):
             if axis < len(dims) and not is_symbolic(dims[axis]):
                 frozen.add(f'"{name}" axis {axis} ("{label}")',
-                           f"declared dynamic, but the exported model fixes it at {dims[axis]} "
-                           f"(shape {_shape(dims)})")
+                           f"the exported model fixes it at {dims[axis]} (shape {_shape(dims)})",
+                           declared=True)
     if len(spec.batch_sizes) > 1:
         for name in bound.names:
             dims = facts.inputs.get(name)

@@ -80,6 +80,7 @@ def merge_cuts(rows: list[OutputComparison]) -> list[OutputComparison]:
             total=sum(row.total for row in same),
             smallest_passing_atol=max(known_atols) if len(known_atols) == len(atols) else None,
             passed=all(row.passed for row in same),
+            tolerance_share=_max_known(row.tolerance_share for row in same),
         ))
     return merged
 
@@ -89,17 +90,27 @@ def _max_known(values: Iterable[float | None]) -> float | None:
     return max(known) if known else None
 
 
+# Findings that explain a mismatch by themselves: no tolerance would make such an export right.
+EXPLAINING = ("data-dependent-branch", "frozen-dimension")
+
+
 def comparison_findings(comparisons: list[OutputComparison], nonfinite: set[str],
-                        spec: ModelSpec) -> list[Finding]:
+                        spec: ModelSpec, drifted: frozenset[str] = frozenset(),
+                        explained: list[Finding] | None = None) -> list[Finding]:
+    """`drifted` outputs have an optimizer-drift instead; `explained` are the model's other
+    findings, of which a baked branch or a frozen dimension explains a mismatch."""
+    cause = next((f for f in explained or [] if f.code in EXPLAINING), None)
     findings: list[Finding] = []
     for output in dict.fromkeys(c.output for c in comparisons):
         rows = [c for c in comparisons if c.output == output]
-        findings += _output_findings(output, rows, output in nonfinite, spec)
+        findings += _output_findings(output, rows, output in nonfinite, spec,
+                                     parity=output not in drifted, cause=cause)
     return findings
 
 
 def _output_findings(output: str, rows: list[OutputComparison], nonfinite: bool,
-                     spec: ModelSpec) -> list[Finding]:
+                     spec: ModelSpec, parity: bool = True,
+                     cause: Finding | None = None) -> list[Finding]:
     findings: list[Finding] = []
     shapes = [c for c in rows if c.torch_shape != c.onnx_shape]
     if shapes:
@@ -112,26 +123,39 @@ def _output_findings(output: str, rows: list[OutputComparison], nonfinite: bool,
         findings.append(Finding("dtype-mismatch", f'output "{output}": PyTorch {c.torch_dtype}, '
                                 f"onnxruntime {c.onnx_dtype}"))
     failing = [c for c in rows if not c.passed and c.torch_shape == c.onnx_shape]
-    if failing:
-        findings.append(_parity_finding(output, failing, nonfinite, spec))
+    if failing and (parity or nonfinite):
+        findings.append(_parity_finding(output, failing, nonfinite, spec, cause))
     return findings
 
 
 def _parity_finding(output: str, failing: list[OutputComparison], nonfinite: bool,
-                    spec: ModelSpec) -> Finding:
-    parts = [describe(c, spec) for c in failing]
+                    spec: ModelSpec, cause: Finding | None) -> Finding:
+    parts = [describe(c, spec, tolerance=cause is None) for c in failing]
     return Finding("nan-or-inf" if nonfinite else "parity-mismatch",
                    f'output "{output}" ' + "; ".join(parts),
-                   details={"batches": [c.batch_size for c in failing]})
+                   fix=_explained_fix(cause) if cause else None,
+                   details={"batches": [c.batch_size for c in failing], "output": output,
+                            **({"explained_by": cause.code} if cause else {})})
 
 
-def describe(c: OutputComparison, spec: ModelSpec) -> str:
+def _explained_fix(cause: Finding) -> str:
+    where = f" at {cause.file}:{cause.line}" if cause.file else ""
+    what = ("the Python branch on tensor values" if cause.code == "data-dependent-branch"
+            else "the frozen dimension")
+    return (f"The mismatch follows from {what}{where} (`{cause.code}` above): fix that first. "
+            "Do not raise the tolerance: no atol makes an export that computes one branch or "
+            "one size right for the others.")
+
+
+def describe(c: OutputComparison, spec: ModelSpec, tolerance: bool = True) -> str:
+    """The figures of one failing row; `tolerance` adds the smallest atol that would pass
+    (left out when a baked branch or frozen size explains the mismatch)."""
     needed = ("no atol passes (NaN/Inf or an exact dtype where values differ)"
               if c.smallest_passing_atol is None
               else f"smallest passing atol {c.smallest_passing_atol:.3g}")
     return (f"at batch {c.batch_size}: max abs diff {_g(c.max_abs_diff)} > atol {spec.atol:g} "
             f"(rtol {spec.rtol:g}); {c.mismatched} of {c.total} elements "
-            f"({c.mismatched_percent:.1f}%) outside; {needed}")
+            f"({c.mismatched_percent:.1f}%) outside" + (f"; {needed}" if tolerance else ""))
 
 
 def _g(value: float | None) -> str:

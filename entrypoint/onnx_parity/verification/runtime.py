@@ -11,9 +11,13 @@ import numpy as np
 from onnx_parity.ansi import strip_ansi
 from onnx_parity.errors import ModelProblem
 from onnx_parity.export.capture import native_stderr
+from onnx_parity.locations import shorten
 
 T = TypeVar("T")
 WARNING_LEVEL = 2  # onnxruntime severities: 0 verbose, 1 info, 2 warning, 3 error
+# The `runtime-optimization` names (settings/schema.py) as onnxruntime.GraphOptimizationLevel.
+GRAPH_LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
+                "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
 
 
 class RuntimeFailure(ModelProblem):
@@ -32,11 +36,14 @@ class Session:
     output_names: tuple[str, ...]
 
 
-def open_session(model_bytes: bytes) -> Session:
+def open_session(model_bytes: bytes, optimization: str = "all") -> Session:
+    """A CPU session at the graph optimization level named as in `runtime-optimization`."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = WARNING_LEVEL
+    options.graph_optimization_level = getattr(onnxruntime.GraphOptimizationLevel,
+                                               GRAPH_LEVELS[optimization])
     handle = _native_call(lambda: onnxruntime.InferenceSession(
         model_bytes, options, providers=["CPUExecutionProvider"]))
     return Session(
@@ -44,14 +51,6 @@ def open_session(model_bytes: bytes) -> Session:
         tuple(item.name for item in handle.get_inputs()),
         tuple(item.name for item in handle.get_outputs()),
     )
-
-
-def session_feed(session: Session, names: tuple[str, ...],
-                 feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """`feed` (by our input names) keyed by the session's input names: by name, else by place."""
-    if set(session.input_names) == set(names):
-        return {name: feed[name] for name in session.input_names}
-    return {ort: feed[ours] for ort, ours in zip(session.input_names, names, strict=False)}
 
 
 def run_session(session: Session, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
@@ -81,5 +80,4 @@ def _failure(error: BaseException, native: list[str]) -> RuntimeFailure:
 
 
 def _one_line(error: BaseException, limit: int = 700) -> str:
-    text = " ".join(strip_ansi(str(error)).split())
-    return text if len(text) <= limit else text[: limit - 3] + "..."
+    return shorten(strip_ansi(str(error)), limit)

@@ -1,8 +1,9 @@
-"""The verification stage of one model: declared axes, every batch size, golden outputs.
+"""The verification stage of one model: declared axes, every shape, golden outputs.
 
 `verify_model` is the stage's entry: it runs PyTorch (the reference) and onnxruntime on the
-same batches and turns what they give into comparisons and findings, using the rules of the
-modules beside it.
+same batches, at every batch size and every size of each declared dynamic axis, and turns what
+they give into comparisons and findings, using the rules of the modules beside it. A failing
+cut is kept (`Verified.failed`) so the failure can be localised node by node afterwards.
 """
 
 from __future__ import annotations
@@ -11,42 +12,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+from onnx_parity.export.export_batch import HardCodedBatch
 from onnx_parity.export.inspection import ModelFacts
 from onnx_parity.findings import Finding
+from onnx_parity.locations import error_location
 from onnx_parity.models.batches import batch_plan
 from onnx_parity.models.binding import BoundInputs
 from onnx_parity.models.model_zoo import GoldenCase
-from onnx_parity.models.reference import (
-    Reference,
-    ReferenceFailure,
-    as_tensors,
-    batch_arrays,
-    run_reference,
-)
+from onnx_parity.models.reference import batch_arrays
+from onnx_parity.models.shapes import Dimension, dimensions
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings.schema import ModelSpec
-from onnx_parity.verification.compare import compare_output, nonfinite_mismatch
-from onnx_parity.verification.frozen import FrozenEvidence, declared_axes
+from onnx_parity.verification import axis_runs, frozen
+from onnx_parity.verification.cuts import Cut, CutRun, run_cut
 from onnx_parity.verification.golden import golden_findings
-from onnx_parity.verification.outputs import (
-    comparison_findings,
-    count_mismatch,
-    merge_cuts,
-    output_names,
-)
+from onnx_parity.verification.optimizer import optimizer_check
+from onnx_parity.verification.outputs import comparison_findings, count_mismatch, merge_cuts
 from onnx_parity.verification.run_failures import native_line, reference_finding, runtime_finding
-from onnx_parity.verification.runtime import (
-    RuntimeFailure,
-    Session,
-    open_session,
-    run_session,
-    session_feed,
-)
+from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
 
 # Each batch size runs over consecutive cuts covering every sample, up to this many cuts.
 MAX_CUTS_PER_BATCH_SIZE = 8
+# Failing cuts kept for a second look (other optimization levels, localisation).
+MAX_FAILED_CUTS = 8
 
 
 @dataclass(frozen=True)
@@ -56,90 +44,143 @@ class Exported:
     model_bytes: bytes
     facts: ModelFacts
     export_batch: int
-    frozen: str | None  # PyTorch's evidence of a hard-coded batch, found before export
+    frozen: HardCodedBatch | None  # PyTorch's evidence of a hard-coded batch, before export
+    # What the export stage found (a baked branch explains a mismatch: no tolerance fixes it).
+    export_findings: tuple[Finding, ...] = ()
 
 
 @dataclass
 class Verified:
     repo: Path
+    bound: BoundInputs
     findings: list[Finding] = field(default_factory=list)
     comparisons: list[OutputComparison] = field(default_factory=list)
     # Outputs where NaN/Inf sits where PyTorch has another value (the nan-or-inf finding).
     nonfinite: set[str] = field(default_factory=set)
+    failed: list[CutRun] = field(default_factory=list)  # failing cuts at the committed shapes
+    axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
+    dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # Every cut both runtimes ran, at every shape: what deployment variants are checked on.
+    runs: list[CutRun] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Runner:
+    """Everything one cut needs: the model on both sides, the inputs, the rules."""
+
+    module: Any
+    session: Session
+    bound: BoundInputs
+    spec: ModelSpec
+    export_batch: int
+    ran: list[CutRun] = field(default_factory=list)
+
+    def run(self, cut: Cut) -> CutRun:
+        run = run_cut(self.module, self.session, self.bound, self.spec, cut)
+        self.ran.append(run)
+        return run
+
+    def cuts(self, size: int) -> list[int]:
+        """The start of each cut of this batch size (every sample covered, at most 8 cuts)."""
+        plan = batch_plan(self.bound.sample_count, (size,))[:MAX_CUTS_PER_BATCH_SIZE]
+        return [cut.start for cut in plan]
+
+    def feed(self, start: int, size: int) -> dict[str, Any]:
+        return batch_arrays(self.bound.arrays, self.bound.names, start, size)
 
 
 def verify_model(module: Any, exported: Exported, bound: BoundInputs,
                  golden: tuple[GoldenCase, ...], spec: ModelSpec, repo: Path) -> Verified:
-    verified = Verified(repo=repo)
-    frozen = FrozenEvidence()
-    verified.findings += declared_axes(exported.facts, spec, bound, frozen)
+    verified = Verified(repo=repo, bound=bound)
+    evidence = frozen.for_model(spec, bound)
+    verified.findings += frozen.declared_axes(exported.facts, spec, bound, evidence)
     if exported.frozen:
-        frozen.add_run(exported.frozen)
+        evidence.add_run(exported.frozen.evidence, exported.frozen.place)
     try:
-        session = open_session(exported.model_bytes)
+        session = open_session(exported.model_bytes, spec.runtime_optimization)
     except RuntimeFailure as error:
         verified.findings.append(runtime_finding("onnxruntime cannot load the model", error))
-        verified.findings += frozen.findings()
+        verified.findings += evidence.findings()
         return verified
+    runner = Runner(module, session, bound, spec, exported.export_batch)
+    dims = dimensions(spec, bound)
+    committed = {dimension.name: dimension.committed for dimension in dims}
     for size in spec.batch_sizes:
-        _run_batch_size(module, session, bound, spec, size, exported.export_batch, frozen,
-                        verified)
-    verified.findings += frozen.findings()
-    verified.findings += comparison_findings(verified.comparisons, verified.nonfinite, spec)
+        _run_batch_size(runner, size, committed, evidence, verified)
+    verified.findings += _dimension_runs(runner, dims, evidence, verified)
+    verified.findings += evidence.findings()
+    verified.findings += _output_findings(exported, spec, verified)
     verified.findings += golden_findings(session, golden, spec)
+    verified.runs = [run for run in runner.ran if run.reference and run.runtime_error is None]
     return verified
 
 
-def _run_batch_size(module: Any, session: Session, bound: BoundInputs, spec: ModelSpec,
-                    size: int, export_batch: int, frozen: FrozenEvidence,
-                    verified: Verified) -> None:
+def _run_batch_size(runner: Runner, size: int, committed: dict[str, int],
+                    evidence: frozen.FrozenEvidence, verified: Verified) -> None:
     """Every cut of this size; the comparisons merge into one row per output."""
-    cuts = list(batch_plan(bound.sample_count, (size,)))[:MAX_CUTS_PER_BATCH_SIZE]
     rows: list[OutputComparison] = []
-    for cut in cuts:
-        found = _run_batch(module, session, bound, spec, cut.start, size, export_batch, frozen,
-                           verified)
-        if found is None:
+    for start in runner.cuts(size):
+        run = runner.run(Cut(runner.feed(start, size), size, committed))
+        if not _usable(run, runner, evidence, verified):
             return
-        rows += found
+        rows += run.rows
+        verified.nonfinite |= run.nonfinite
+        if run.failed and len(verified.failed) < MAX_FAILED_CUTS:
+            verified.failed.append(run)
     verified.comparisons += merge_cuts(rows)
 
 
-def _run_batch(module: Any, session: Session, bound: BoundInputs, spec: ModelSpec, start: int,
-               size: int, export_batch: int, frozen: FrozenEvidence,
-               verified: Verified) -> list[OutputComparison] | None:
-    """One batch through both runtimes; None when either could not run it (evidence kept)."""
-    feed = batch_arrays(bound.arrays, bound.names, start, size)
-    other_size = size != export_batch
-    try:
-        reference = run_reference(module, as_tensors(feed, bound.names))
-    except ReferenceFailure as error:
+def _usable(run: CutRun, runner: Runner, evidence: frozen.FrozenEvidence,
+            verified: Verified) -> bool:
+    """False when a side could not run the cut; the evidence goes where it belongs."""
+    size, other_size = run.cut.size, run.cut.size != runner.export_batch
+    if run.reference_error is not None:
         if other_size:
-            frozen.add_run(f"PyTorch itself fails at batch {size}: {error}")
+            evidence.add_run(f"PyTorch itself fails at batch {size}: {run.reference_error}",
+                             error_location(run.reference_error.cause, verified.repo))
         else:
-            verified.findings.append(reference_finding(error, size, verified.repo))
-        return None
-    try:
-        actual = run_session(session, session_feed(session, bound.names, feed))
-    except RuntimeFailure as error:
+            verified.findings.append(reference_finding(run.reference_error, size, verified.repo))
+        return False
+    if run.runtime_error is not None:
+        error = run.runtime_error
         if other_size:
-            frozen.add_run(f"onnxruntime fails at batch {size} (exported from batch "
-                           f"{export_batch}): {error.message}{native_line(error)}")
+            evidence.add_run(f"onnxruntime fails at batch {size} (exported from batch "
+                             f"{runner.export_batch}): {error.message}{native_line(error)}")
         else:
             verified.findings.append(runtime_finding(f"onnxruntime fails at batch {size}", error))
-        return None
-    return _compare_all(reference, actual, session, spec, size, verified)
+        return False
+    if run.reference is not None and len(run.reference.arrays) != run.onnx_count:
+        verified.findings.append(count_mismatch(size, len(run.reference.arrays),
+                                                runner.session.output_names))
+    return True
 
 
-def _compare_all(reference: Reference, actual: list[np.ndarray], session: Session,
-                 spec: ModelSpec, size: int, verified: Verified) -> list[OutputComparison]:
-    if len(reference.arrays) != len(actual):
-        verified.findings.append(count_mismatch(size, len(reference.arrays), session.output_names))
-    names = output_names(spec, reference, session.output_names)
-    for name, ref, out in zip(names, reference.arrays, actual, strict=False):
-        if nonfinite_mismatch(ref, out):
-            verified.nonfinite.add(name)
-    return [
-        compare_output(name, size, ref, out, spec.atol, spec.rtol)
-        for name, ref, out in zip(names, reference.arrays, actual, strict=False)
-    ]
+def _dimension_runs(runner: Runner, dims: tuple[Dimension, ...],
+                    evidence: frozen.FrozenEvidence, verified: Verified) -> list[Finding]:
+    """Each declared non-batch dimension at its other sizes, at the first batch size."""
+    size = runner.spec.batch_sizes[0]
+    findings: list[Finding] = []
+    base = [row for row in verified.comparisons if row.batch_size == size]
+    for dimension in dims:
+        outcome = axis_runs.run_dimension(runner.run, runner.cuts(size),
+                                          lambda start: runner.feed(start, size), size,
+                                          dimension, dims, base, evidence)
+        verified.comparisons += outcome.rows
+        findings += outcome.findings
+        for name, axes in dimension.axis_sizes(outcome.ran).items():
+            verified.axis_sizes.setdefault(name, {}).update(axes)
+        verified.dimension_sizes[dimension.name] = outcome.ran
+    return findings
+
+
+def _output_findings(exported: Exported, spec: ModelSpec, verified: Verified) -> list[Finding]:
+    """Parity at the committed shapes; drift onnxruntime's optimizer alone causes is its own."""
+    committed = [row for row in verified.comparisons
+                 if all(row.dimensions.get(name) == sizes[0]
+                        for name, sizes in verified.dimension_sizes.items())]
+    check = optimizer_check(exported.model_bytes, verified.failed, verified.bound, spec)
+    findings = list(check.findings)
+    explained = [*exported.export_findings, *verified.findings]
+    findings += comparison_findings(committed, verified.nonfinite, spec,
+                                    drifted=check.drifted, explained=explained)
+    return findings

@@ -1,0 +1,96 @@
+"""One cut of the samples through PyTorch and onnxruntime, compared output by output.
+
+The caller decides what a failure means (a runtime error at the export batch, a frozen
+dimension at another size, a shape PyTorch itself cannot run); this module only runs and keeps
+what each side said, with the inputs, so a failing cut can be run again (at another graph
+optimization level, or node by node to localise it).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from onnx_parity.models.binding import BoundInputs
+from onnx_parity.models.reference import (
+    Reference,
+    ReferenceFailure,
+    as_call,
+    run_reference,
+)
+from onnx_parity.models.shapes import input_shapes
+from onnx_parity.results import OutputComparison
+from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.verification.compare import compare_output, nonfinite_mismatch
+from onnx_parity.verification.outputs import output_names
+from onnx_parity.verification.runtime import RuntimeFailure, Session, run_session
+
+
+@dataclass(frozen=True)
+class Cut:
+    """What one run is made of: the inputs, the batch size and the other dimensions' sizes."""
+
+    feed: dict[str, np.ndarray]
+    size: int
+    dimensions: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class CutRun:
+    cut: Cut
+    reference: Reference | None = None
+    rows: tuple[OutputComparison, ...] = ()
+    reference_error: ReferenceFailure | None = None
+    runtime_error: RuntimeFailure | None = None
+    onnx_count: int = 0
+    nonfinite: frozenset[str] = frozenset()
+
+    @property
+    def failed(self) -> bool:
+        return any(not row.passed for row in self.rows)
+
+
+def run_cut(module: Any, session: Session, bound: BoundInputs, spec: ModelSpec,
+            cut: Cut) -> CutRun:
+    """The cut through both runtimes; a side that could not run leaves its error instead."""
+    try:
+        reference = run_reference(module, as_call(cut.feed, bound))
+    except ReferenceFailure as error:
+        return CutRun(cut, reference_error=error)
+    return compare_cut(session, bound, spec, cut, reference)
+
+
+def compare_cut(session: Session, bound: BoundInputs, spec: ModelSpec, cut: Cut,
+                reference: Reference) -> CutRun:
+    """onnxruntime on the cut, compared with PyTorch's outputs already computed for it."""
+    try:
+        actual = run_session(session, ort_feed(session.input_names, bound, cut.feed))
+    except RuntimeFailure as error:
+        return CutRun(cut, reference, runtime_error=error)
+    names = output_names(spec, reference, session.output_names)
+    pairs = list(zip(names, reference.arrays, actual, strict=False))
+    shapes = input_shapes(cut.feed)
+    rows = tuple(
+        dataclasses.replace(compare_output(name, cut.size, ref, out, spec.atol, spec.rtol),
+                            input_shapes=shapes, dimensions=dict(cut.dimensions))
+        for name, ref, out in pairs
+    )
+    nonfinite = frozenset(name for name, ref, out in pairs if nonfinite_mismatch(ref, out))
+    return CutRun(cut, reference, rows, onnx_count=len(actual), nonfinite=nonfinite)
+
+
+def ort_feed(input_names: tuple[str, ...], bound: BoundInputs,
+             feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The feed by the graph's input names; positionally when the graph renamed them; a
+    parameter the configuration leaves out gets forward's default."""
+    defaults = {name: np.asarray(value, np.float32 if isinstance(value, float) else None)
+                for name, value in bound.defaults.items()
+                if name in input_names and name not in feed}
+    names = [name for name in input_names if name not in defaults]
+    if set(names) == set(bound.names):
+        return {**{name: feed[name] for name in names}, **defaults}
+    return {**{ort: feed[ours] for ort, ours in zip(names, bound.names, strict=False)},
+            **defaults}

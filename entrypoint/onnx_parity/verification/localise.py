@@ -1,0 +1,261 @@
+"""Where a failing model's numbers start to differ: the first diverging node, at the user's line.
+
+Runs only for a model that failed on `parity-mismatch` or `nan-or-inf`, on the first cut that
+failed, in the model's worker (dynamo's exported program never leaves it). PyTorch's value of
+every intermediate node is compared with onnxruntime's value of the same node in the shipped
+graph, with the model's own atol/rtol, element by element (verification/compare.py's rule);
+divergence.py names the node that introduces the drift. The parity finding then points at that
+node's line and says so in one sentence; every compared node goes to `<name>.divergence.json`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnx_parity.findings import Finding
+from onnx_parity.locations import scrub_paths, source_line
+from onnx_parity.models.binding import BoundInputs
+from onnx_parity.models.reference import as_call
+from onnx_parity.results import Divergence, NodeCheck, OutputComparison
+from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.verification.compare import compare_output
+from onnx_parity.verification.cuts import CutRun, ort_feed
+from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
+from onnx_parity.verification.node_sources import Origin, dynamo_origin, first_sentence
+from onnx_parity.verification.onnx_values import (
+    LOCALISATION_LEVEL,
+    Graph,
+    intermediate_values,
+    read_graph,
+    scope_module,
+)
+from onnx_parity.verification.runtime import RuntimeFailure
+from onnx_parity.verification.torch_values import (
+    LocalisationTimeout,
+    fx_values,
+    leaf_modules,
+    module_source,
+    module_values,
+)
+
+LOCALISED = ("parity-mismatch", "nan-or-inf")
+NEEDS_DYNAMO = ("localising a mismatch to a line needs the dynamo exporter (`exporter = "
+                '"dynamo"`), whose graph records where each node comes from')
+
+
+@dataclass(frozen=True)
+class Localisation:
+    """What localising needs, all of it in the worker's memory."""
+
+    module: Any  # the user's nn.Module (the reference)
+    program: Any  # dynamo's ONNXProgram, or None for TorchScript
+    exporter: str
+    model_bytes: bytes  # the shipped graph
+    bound: BoundInputs
+    spec: ModelSpec
+    repo: Path
+    deadline: float  # time.monotonic() by which it must be done (the model's timeout)
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One value on both sides, with where it comes from."""
+
+    value: str
+    row: OutputComparison
+    origin: Origin
+
+
+def deadline_for(timeout_seconds: float, started: float) -> float:
+    """The model's timeout less a reserve to write the result: localising must not lose it."""
+    return started + timeout_seconds - max(2.0, 0.1 * timeout_seconds)
+
+
+def target(findings: list[Finding], failed: list[CutRun]) -> tuple[CutRun, str] | None:
+    """The first failing cut and output that a parity or NaN finding reports, if any."""
+    # A mismatch a baked branch or a frozen size explains is not an operator's drift.
+    outputs = {f.details.get("output") for f in findings
+               if f.code in LOCALISED and "explained_by" not in f.details}
+    for run in failed:
+        for row in run.rows:
+            if not row.passed and row.output in outputs:
+                return run, row.output
+    return None
+
+
+def localise(request: Localisation, run: CutRun, output: str) -> Divergence:
+    started = time.perf_counter()
+    graph = read_graph(request.model_bytes)
+    try:
+        if time.monotonic() > request.deadline:
+            raise LocalisationTimeout
+        compared, skipped = (_dynamo_values if request.program is not None
+                             else _module_values)(request, graph, run)
+    except LocalisationTimeout:
+        return _empty(request, run, output, started, "stopped to stay within timeout-seconds")
+    except RuntimeFailure as error:
+        return _empty(request, run, output, started,
+                      f"onnxruntime cannot run the graph's values: {error.message}")
+    if not compared:
+        reason = ("no value of the exported graph has a counterpart in PyTorch"
+                  if request.program is not None else "the TorchScript graph names no module "
+                  f"scope of a leaf module; {NEEDS_DYNAMO}")
+        return _empty(request, run, output, started, reason)
+    return _judged(request, run, output, graph, compared, skipped, started)
+
+
+def _judged(request: Localisation, run: CutRun, output: str, graph: Graph,
+            compared: list[Compared], skipped: int, started: float) -> Divergence:
+    verdicts = {c.value: Verdict(c.row.passed, c.row.max_abs_diff) for c in compared}
+    sources = feeders(graph, verdicts)
+    first = first_divergence([c.value for c in compared], verdicts, sources)
+    nodes = tuple(_node(c, first is not None and c.value == first.value) for c in compared)
+    unlocalised = None
+    if first is None:
+        unlocalised = ("every compared value is within the tolerance: the drift comes from "
+                       "code no compared value covers" + ("" if request.program is not None
+                                                          else f"; {NEEDS_DYNAMO}"))
+    divergence = _divergence(request, run, output, nodes, skipped, started, unlocalised)
+    if first is None:
+        return divergence
+    return dataclasses.replace(divergence, inputs_max_abs_diff=first.inputs_max_abs_diff)
+
+
+def _dynamo_values(request: Localisation, graph: Graph,
+                   run: CutRun) -> tuple[list[Compared], int]:
+    torch_values, outputs = fx_values(request.program, as_call(run.cut.feed, request.bound),
+                                      request.deadline)
+    present = graph.values()
+    renamed = dict(zip(outputs, graph.outputs, strict=False))  # output_names rename outputs
+    pairs = {name: name if name in present else renamed.get(name) for name in torch_values}
+    found = {name: value for name, value in pairs.items() if value}
+    onnx = _onnx_values(request, graph, run, list(found.values()))
+    producer = graph.producer()
+    compared = _compare(request, run, [
+        (value, torch_values[name], onnx[value], dynamo_origin(producer[value], request.repo))
+        for name, value in found.items()
+    ], graph)
+    return compared, len(torch_values) - len(compared)
+
+
+def _module_values(request: Localisation, graph: Graph,
+                   run: CutRun) -> tuple[list[Compared], int]:
+    leaves = leaf_modules(request.module)
+    last: dict[str, str] = {}  # module -> the output of the last node in its scope
+    for node in graph.nodes:
+        scope = scope_module(node.name)
+        if scope in leaves and node.outputs:
+            last[scope] = node.outputs[0]
+    if not last:
+        return [], 0
+    torch_values = module_values(request.module, as_call(run.cut.feed, request.bound),
+                                 set(last))
+    onnx = _onnx_values(request, graph, run, [last[name] for name in torch_values])
+    triples = []
+    for name, value in torch_values.items():
+        place, library = module_source(leaves[name], request.repo)
+        origin = Origin(op=type(leaves[name]).__name__, module=name, file=place[0], line=place[1],
+                        library_frame=scrub_paths(library, (request.repo,)) if library else None)
+        triples.append((last[name], value, onnx[last[name]], origin))
+    return _compare(request, run, triples, graph), len(leaves) - len(torch_values)
+
+
+def _onnx_values(request: Localisation, graph: Graph, run: CutRun,
+                 wanted: list[str]) -> dict[str, np.ndarray]:
+    if time.monotonic() > request.deadline:
+        raise LocalisationTimeout
+    inputs = tuple(name for name in graph.inputs if name not in graph.constants)
+    feed = ort_feed(inputs, request.bound, run.cut.feed)
+    return intermediate_values(request.model_bytes, wanted, feed)
+
+
+def _compare(request: Localisation, run: CutRun,
+             values: list[tuple[str, np.ndarray, np.ndarray, Origin]],
+             graph: Graph) -> list[Compared]:
+    """Each pair compared by the model's rule, in graph order; shapes that differ are skipped."""
+    order = {value: index for index, node in enumerate(graph.nodes) for value in node.outputs}
+    spec = request.spec
+    found = []
+    for value, torch_value, onnx_value, origin in values:
+        if np.shape(torch_value) != np.shape(onnx_value):
+            continue
+        row = compare_output(value, run.cut.size, torch_value, onnx_value, spec.atol, spec.rtol)
+        found.append(Compared(value, row, origin))
+    return sorted(found, key=lambda c: order.get(c.value, len(order)))
+
+
+def _node(compared: Compared, first: bool) -> NodeCheck:
+    origin, row = compared.origin, compared.row
+    return NodeCheck(node=compared.value, op=origin.op, module=origin.module, file=origin.file,
+                     line=origin.line, max_abs_diff=row.max_abs_diff,
+                     max_rel_diff=row.max_rel_diff, inside=row.passed, first=first,
+                     library_frame=origin.library_frame)
+
+
+def _divergence(request: Localisation, run: CutRun, output: str, nodes: tuple[NodeCheck, ...],
+                skipped: int, started: float, unlocalised: str | None) -> Divergence:
+    return Divergence(
+        exporter=request.exporter, output=output, batch_size=run.cut.size,
+        input_shapes={name: tuple(int(n) for n in np.shape(array))
+                      for name, array in run.cut.feed.items()},
+        optimization=LOCALISATION_LEVEL, atol=request.spec.atol, rtol=request.spec.rtol,
+        nodes=nodes, nodes_skipped=max(0, skipped), seconds=time.perf_counter() - started,
+        unlocalised=unlocalised,
+    )
+
+
+def _empty(request: Localisation, run: CutRun, output: str, started: float,
+           reason: str) -> Divergence:
+    return _divergence(request, run, output, (), 0, started, reason)
+
+
+def attach(findings: list[Finding], divergence: Divergence, repo: Path) -> list[Finding]:
+    """The parity finding of the localised output moves to the diverging line and says so."""
+    return [_attached(f, divergence, repo)
+            if f.code in LOCALISED and f.details.get("output") == divergence.output else f
+            for f in findings]
+
+
+def _attached(finding: Finding, divergence: Divergence, repo: Path) -> Finding:
+    first = divergence.first
+    if first is None:
+        note = f"Not localised: {divergence.unlocalised}."
+        return dataclasses.replace(finding, message=f"{finding.message}. {note}",
+                                   details={**finding.details, "localisation": note})
+    details = first_details(divergence, first, repo)
+    return dataclasses.replace(
+        finding, message=f"{finding.message}. {first_sentence(details)}",
+        file=first.file or finding.file, line=first.line if first.file else finding.line,
+        fix=finding.fix or _localised_fix(first),
+        details={**finding.details, "first_divergence": details},
+    )
+
+
+def _localised_fix(first: NodeCheck) -> str:
+    where = f"`{first.file}:{first.line}`" if first.file else f"node `{first.node}`"
+    op = (first.op or "").removesuffix(".default")
+    return (f"The drift starts at {where} (`{op}`); the nodes after it only inherit it. Change "
+            "how that operation is exported (rewrite it with other operators, try the other "
+            "exporter or another opset); if the drift is acceptable, raise `atol`/`rtol` for "
+            "this model to the smallest passing atol shown.")
+
+
+def first_details(divergence: Divergence, first: NodeCheck, repo: Path) -> dict[str, object]:
+    source = source_line(repo, first.file, first.line) if first.file and first.line else None
+    details: dict[str, object] = {
+        "node": first.node, "op": first.op, "module": first.module, "file": first.file,
+        "line": first.line, "source": source, "max_abs_diff": first.max_abs_diff,
+        "max_rel_diff": first.max_rel_diff,
+        "inputs_max_abs_diff": divergence.inputs_max_abs_diff,
+        "nodes_compared": len(divergence.nodes), "nodes_skipped": divergence.nodes_skipped,
+        "runtime_optimization": divergence.optimization, "batch_size": divergence.batch_size,
+    }
+    if first.library_frame:
+        details["library_frame"] = first.library_frame
+    return details

@@ -1,0 +1,112 @@
+"""The exported graph's own values: its nodes in order, where each came from, and onnxruntime's
+value of any of them on one input.
+
+Intermediate values are read by adding them as graph outputs of the model that was shipped.
+Graph optimizations are disabled for that run: at higher levels onnxruntime fuses nodes and the
+values inside a fusion no longer exist (the level is recorded with the figures).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from onnx_parity.verification.runtime import open_session, run_session
+
+LOCALISATION_LEVEL = "disabled"
+NAMESPACE_KEY = "namespace"
+STACK_KEY = "pkg.torch.onnx.stack_trace"
+# A dynamo namespace: `: pkg.Model/blocks.0: pkg.Block/linear: aten.linear.default`, one
+# `name: class` per module from the root, then the FX node and its aten op.
+SEGMENT = re.compile(r"^\s*([^:]*):\s*(.*)$")
+
+
+@dataclass(frozen=True)
+class GraphNode:
+    name: str
+    op_type: str
+    inputs: tuple[str, ...]
+    outputs: tuple[str, ...]
+    namespace: str | None  # dynamo only
+    stack_trace: str | None  # dynamo only: the frames the value was computed in
+
+
+@dataclass(frozen=True)
+class Graph:
+    nodes: tuple[GraphNode, ...]
+    inputs: tuple[str, ...]  # the graph's inputs, in order
+    outputs: tuple[str, ...]  # the graph's outputs, in order
+    constants: frozenset[str]  # initializers: exact on both sides
+
+    def producer(self) -> dict[str, GraphNode]:
+        return {value: node for node in self.nodes for value in node.outputs if value}
+
+    def values(self) -> set[str]:
+        return {value for node in self.nodes for value in node.outputs if value}
+
+
+def read_graph(model_bytes: bytes) -> Graph:
+    import onnx
+
+    proto = onnx.load_from_string(model_bytes)
+    return Graph(
+        nodes=tuple(_node(node) for node in proto.graph.node),
+        inputs=tuple(value.name for value in proto.graph.input),
+        outputs=tuple(value.name for value in proto.graph.output),
+        constants=frozenset(tensor.name for tensor in proto.graph.initializer),
+    )
+
+
+def _node(node: object) -> GraphNode:
+    metadata = {entry.key: entry.value for entry in getattr(node, "metadata_props", ())}
+    return GraphNode(
+        name=str(getattr(node, "name", "")), op_type=str(getattr(node, "op_type", "")),
+        inputs=tuple(getattr(node, "input", ())), outputs=tuple(getattr(node, "output", ())),
+        namespace=metadata.get(NAMESPACE_KEY), stack_trace=metadata.get(STACK_KEY),
+    )
+
+
+def module_and_op(namespace: str | None) -> tuple[str | None, str | None]:
+    """(`blocks.0.lin`, `aten.linear.default`) from a dynamo namespace; None where absent."""
+    if not namespace:
+        return None, None
+    segments = [SEGMENT.match(part) for part in namespace.split("/")]
+    parts = [(m.group(1).strip(), m.group(2).strip()) for m in segments if m]
+    if not parts:
+        return None, None
+    op = parts[-1][1] or None
+    modules = [name for name, _ in parts[1:-1] if name]
+    return (modules[-1] if modules else None), op
+
+
+def intermediate_values(model_bytes: bytes, wanted: list[str],
+                        feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """onnxruntime's value of each wanted value (graph outputs too) on `feed`, optimizations off."""
+    import onnx
+
+    proto = onnx.load_from_string(model_bytes)
+    present = {value.name for value in proto.graph.output}
+    for name in wanted:
+        if name not in present:
+            proto.graph.output.append(onnx.ValueInfoProto(name=name))
+            present.add(name)
+    session = open_session(proto.SerializeToString(), LOCALISATION_LEVEL)
+    names = session.output_names
+    values = run_session(session, {name: feed[name] for name in session.input_names})
+    return dict(zip(names, values, strict=True))
+
+
+def scope_module(node_name: str) -> str | None:
+    """The module path a TorchScript node name carries: `/enc/layers.0/attn/q/Gemm` ->
+    `enc.layers.0.attn.q`; a container's child repeats its name (`/out/out.0/Gemm` -> `out.0`)."""
+    if not node_name.startswith("/"):
+        return None
+    path: list[str] = []
+    for segment in node_name.strip("/").split("/")[:-1]:
+        if path and segment.startswith(path[-1] + "."):
+            path[-1] = segment
+        else:
+            path.append(segment)
+    return ".".join(path) or None

@@ -1,0 +1,122 @@
+"""PyTorch's own intermediate values on one input, named so the ONNX graph's can be matched.
+
+Dynamo: every node of the exported program, run by an FX interpreter (the ONNX values carry the
+FX node names). TorchScript: the output of every leaf module, caught by a forward hook (the
+ONNX node names carry the module scope).
+"""
+
+from __future__ import annotations
+
+import inspect
+import time
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnx_parity.locations import NOWHERE, Location, repo_relative
+from onnx_parity.models.reference import Call
+
+
+class LocalisationTimeout(Exception):
+    """The localisation ran out of the time the model's timeout leaves it."""
+
+
+def as_array(value: Any) -> np.ndarray:
+    """A tensor as numpy; a complex one as its real view (how ONNX holds it: a last axis of 2)."""
+    import torch
+
+    tensor = value.detach().cpu()
+    if tensor.is_complex():
+        tensor = torch.view_as_real(tensor)
+    array: np.ndarray = tensor.numpy()
+    return array
+
+
+def fx_values(program: Any, call: Call,
+              deadline: float) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
+    """Every tensor an exported-program node computes, by node name, and the output nodes."""
+    import torch
+
+    exported = program.exported_program
+    args, kwargs = call
+    flat, _ = exported._get_flat_args_with_check(args, kwargs)
+    graph_module = exported.module()
+    values: dict[str, np.ndarray] = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, node: Any) -> Any:
+            if time.monotonic() > deadline:
+                raise LocalisationTimeout
+            result = super().run_node(node)
+            if node.op == "call_function" and isinstance(result, torch.Tensor):
+                values[node.name] = as_array(result)
+            return result
+
+    with torch.no_grad():
+        Recorder(graph_module).run(*flat)
+    return values, _output_nodes(graph_module)
+
+
+def _output_nodes(graph_module: Any) -> tuple[str, ...]:
+    from torch.utils import _pytree
+
+    output = next(node for node in graph_module.graph.nodes if node.op == "output")
+    leaves = _pytree.tree_leaves(output.args[0])
+    return tuple(getattr(leaf, "name", "") for leaf in leaves)
+
+
+def leaf_modules(module: Any) -> dict[str, Any]:
+    """Modules without children, by qualified name: their outputs are compared."""
+    return {name: child for name, child in module.named_modules()
+            if name and not any(True for _ in child.children())}
+
+
+def module_values(module: Any, call: Call, names: set[str]) -> dict[str, np.ndarray]:
+    """The output of each named module, for those called exactly once with one tensor out."""
+    import torch
+
+    outputs: dict[str, np.ndarray] = {}
+    calls: Counter[str] = Counter()
+    handles = []
+    for name, child in module.named_modules():
+        if name in names:
+            handles.append(child.register_forward_hook(_recorder(name, outputs, calls)))
+    args, kwargs = call
+    try:
+        with torch.no_grad():
+            module(*args, **kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
+    return {name: value for name, value in outputs.items() if calls[name] == 1}
+
+
+def _recorder(name: str, outputs: dict[str, np.ndarray],
+              calls: Counter[str]) -> Callable[..., None]:
+    import torch
+
+    def hook(_module: Any, _inputs: Any, output: Any) -> None:
+        calls[name] += 1
+        if isinstance(output, torch.Tensor):
+            outputs[name] = as_array(output)
+
+    return hook
+
+
+def module_source(module: Any, repo: Path) -> tuple[Location, str | None]:
+    """Where a module's forward is defined: the user's file and line, or the package's."""
+    try:
+        forward = type(module).forward
+        path = inspect.getsourcefile(forward)
+        _, line = inspect.getsourcelines(forward)
+    except (OSError, TypeError):
+        return NOWHERE, None
+    if path is None:
+        return NOWHERE, None
+    relative = repo_relative(path, repo)
+    if relative is not None:
+        return (relative, line), None
+    return NOWHERE, f"{path}:{line}"
