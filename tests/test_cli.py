@@ -6,12 +6,14 @@ reach a worker and take a fraction of a second each.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 from pathlib import Path
 
 import pytest
 
+from ci_schemas import junit_errors, sarif_errors
 from fixture_repo.harness import CliRun, copy_repo, line_of, run_cli, write_samples
 from onnx_parity import __version__
 
@@ -182,6 +184,24 @@ def test_example_writes_every_output_file(example_run: CliRun) -> None:
     assert exported == {"small-cnn", "small-cnn-frozen", "branchy", "spectrum"}
     markdown = (out / "report.md").read_text(encoding="utf-8")
     assert markdown.startswith("### ❌ ONNX parity: 2 of 5 models pass (3 failing)")
+
+
+def test_example_writes_sarif_and_junit_that_validate(example_run: CliRun) -> None:
+    out = example_run.out
+    assert out is not None
+    sarif = json.loads((out / "report.sarif").read_text(encoding="utf-8"))
+    assert sarif_errors(sarif) == []
+    located = {(f["code"], f["file"], f["line"]) for m in example_run.models().values()
+               for f in m["findings"] if f.get("file") and f.get("line")}
+    results = {(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+                r["locations"][0]["physicalLocation"]["region"]["startLine"])
+               for r in sarif["runs"][0]["results"]}
+    assert results == located and ("data-dependent-branch", "models/branchy.py", 9) in results
+    assert junit_errors(out / "report.junit.xml") == []
+    junit = (out / "report.junit.xml").read_text(encoding="utf-8")
+    assert '<testsuite name="onnx-parity: onnx-parity.toml" tests="5" failures="3"' in junit
+    for name, model in example_run.models().items():  # each case's time: the worker's
+        assert f'<testcase name="{name}" classname="onnx-parity.toml" time="{model["seconds"]:.3f}"' in junit
 
 
 def _comparable(markdown: str) -> list[str]:

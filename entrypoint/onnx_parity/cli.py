@@ -69,13 +69,19 @@ class CheckRun:
 
 
 def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[str], jobs: int,
-                  stream: TextIO, environ: dict[str, str] | None = None) -> CheckRun:
-    """Settings -> engine -> report -> files; raises ConfigError/UsageError for bad input."""
+                  stream: TextIO, environ: dict[str, str] | None = None,
+                  source_root: str | None = None) -> CheckRun:
+    """Settings -> engine -> report -> files; raises ConfigError/UsageError for bad input.
+
+    `source_root`: `repo` relative to the repository root, for report.sarif (None: found from
+    the enclosing git checkout).
+    """
     from onnx_parity.pipeline.all_models import run_models
     from onnx_parity.publishing.console import Progress, verdict_table
     from onnx_parity.publishing.files import prepare_output, write_outputs
     from onnx_parity.report.markdown import render_markdown
     from onnx_parity.settings.loading import load_settings
+    from onnx_parity.settings.source_root import source_root as enclosing_checkout
 
     if not repo.is_dir():
         raise UsageError(f"--repo {repo}: no such folder. Fix: pass the repository root.")
@@ -89,7 +95,8 @@ def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[s
         run = run_models(settings, specs, workdir, jobs, dict(environ or os.environ),
                          Progress(stream))
         markdown = render_markdown(run, footer=footer(run.versions))
-        written = write_outputs(run, markdown, out)
+        prefix = enclosing_checkout(repo) if source_root is None else source_root
+        written = write_outputs(run, markdown, out, prefix)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     stream.write("\n" + verdict_table(run))
@@ -119,10 +126,12 @@ def check_for_action(request: CheckRequest) -> CheckOutcome:
     from onnx_parity.publishing.github.action import CheckOutcome
 
     done = perform_check(request.repo, request.config, request.out_dir, (),
-                         os.cpu_count() or 1, sys.stdout)
+                         os.cpu_count() or 1, sys.stdout, source_root=request.source_root)
     return CheckOutcome(run=done.run, config_path=done.config_path,
                         report_json=done.written.report_json,
-                        report_markdown=done.written.report_markdown)
+                        report_markdown=done.written.report_markdown,
+                        report_sarif=done.written.report_sarif,
+                        report_junit=done.written.report_junit)
 
 
 def _client_factory(api_url: str, token: str) -> GitHubClient:

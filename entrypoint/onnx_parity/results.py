@@ -64,6 +64,8 @@ class ModelResult:
     onnx_sha256: str | None = None
     sample_sha256: dict[str, str] = field(default_factory=dict)
     log: str = ""
+    # Wall time of the model's check in its worker (None: not measured, e.g. an older report).
+    seconds: float | None = None
 
     @property
     def passed(self) -> bool:

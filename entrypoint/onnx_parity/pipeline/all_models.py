@@ -66,7 +66,8 @@ def finish(spec: ModelSpec, outcome: JobOutcome, repo: Path, workdir: Path) -> M
     log = _read_log(outcome.log_path)
     roots = (repo, workdir)
     findings = tuple(_with_source(_scrubbed(f, roots), repo) for f in result.findings)
-    return dataclasses.replace(result, findings=findings, log=scrub_paths(log, roots))
+    return dataclasses.replace(result, findings=findings, log=scrub_paths(log, roots),
+                               seconds=outcome.seconds)
 
 
 def _failed_result(spec: ModelSpec, outcome: JobOutcome, repo: Path) -> ModelResult:

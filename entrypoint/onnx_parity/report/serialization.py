@@ -98,6 +98,15 @@ def run_to_json(run: RunResult) -> dict[str, Json]:
 
 
 def model_to_json(model: ModelResult) -> dict[str, Json]:
+    return _model_fields(model) | _model_seconds(model)
+
+
+def _model_seconds(model: ModelResult) -> dict[str, Json]:
+    """The worker's wall time, when it was measured (reports of older versions have none)."""
+    return {} if model.seconds is None else {"seconds": number_to_json(model.seconds)}
+
+
+def _model_fields(model: ModelResult) -> dict[str, Json]:
     return {
         "name": model.name,
         "passed": model.passed,
@@ -145,6 +154,7 @@ def _model_from_json(item: dict[str, Json]) -> ModelResult:
         attempts=tuple(ExportAttempt(**a) for a in item.get("attempts", [])),
         steps=tuple(StepTiming(**s) for s in item.get("steps", [])),
         onnx_sha256=item.get("onnx_sha256"), sample_sha256=dict(item.get("sample_sha256", {})),
+        seconds=_number(item.get("seconds")),
     )
 
 
