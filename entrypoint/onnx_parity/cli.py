@@ -77,7 +77,7 @@ def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[s
     the enclosing git checkout).
     """
     from onnx_parity.pipeline.all_models import run_models
-    from onnx_parity.publishing.console import Progress, verdict_table
+    from onnx_parity.publishing.console import open_console, verdict_table
     from onnx_parity.publishing.files import prepare_output, write_outputs
     from onnx_parity.report.markdown import render_markdown
     from onnx_parity.settings.loading import load_settings
@@ -91,9 +91,13 @@ def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[s
     specs = _selected(settings.models, models, settings.relative(settings.config_path))
     prepare_output(out)
     workdir = Path(tempfile.mkdtemp(prefix="onnx-parity-"))
+    environment = dict(environ or os.environ)
+    view = open_console(stream, environment, [spec.name for spec in specs],
+                        settings.relative(settings.config_path))
     try:
-        run = run_models(settings, specs, workdir, jobs, dict(environ or os.environ),
-                         Progress(stream))
+        with view:
+            run = run_models(settings, specs, workdir, jobs, environment, view.event,
+                             view.model_done)
         markdown = render_markdown(run, footer=footer(run.versions))
         prefix = enclosing_checkout(repo) if source_root is None else source_root
         written = write_outputs(run, markdown, out, prefix)
