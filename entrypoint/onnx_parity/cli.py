@@ -54,11 +54,63 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                        help="models checked in parallel (default: number of cores)")
     check.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    add_init_parser(commands)
     commands.add_parser("action", help="what the GitHub Action container runs (reads INPUT_*)")
     comment = commands.add_parser("comment", help="post the PR comment from a report.json "
                                   "(two-job mode for fork pull requests)")
     comment.add_argument("--report", type=Path, required=True, help="path of report.json")
     return parser
+
+
+def add_init_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    init = commands.add_parser(
+        "init", help="add a model to the configuration (creating it), write its samples, "
+        "check it", description="Build the model in a worker, check the inputs against its "
+        "forward, write samples under samples/, append a [[model]] entry to the configuration "
+        "and check that model. Exit code: the check's (0/1), or 2 when nothing could be added.")
+    init.add_argument("--factory", required=True, metavar="MODULE:CALLABLE",
+                      help="what returns the nn.Module, importable from the repository root")
+    init.add_argument("--input", action="append", default=[], metavar="SPEC",
+                      help="a parameter of forward: NAME=SHAPE[:DTYPE[:LOW-HIGH]], e.g. "
+                      "input=1x3x224x224 or ids=2x16:int64:0-30522 (axis 0: samples; "
+                      "repeatable; with --samples, NAME alone is enough)")
+    init.add_argument("--dynamic", action="append", default=[], metavar="INPUT:AXIS=NAME",
+                      help="an axis that must stay variable, e.g. input:0=batch (repeatable; "
+                      "default: axis 0 of every input, named batch)")
+    init.add_argument("--name", default=None,
+                      help="the model's name (default: the factory's module, e.g. net)")
+    init.add_argument("--samples", default=None, metavar="MODULE:FUNCTION",
+                      help="a function returning real, preprocessed inputs (recommended; "
+                      "default: seeded random data of each --input's shape)")
+    init.add_argument("--weights", default=None, metavar="PATH",
+                      help="a state_dict file for the model, inside the repository")
+    init.add_argument("--repo", type=Path, default=Path("."),
+                      help="repository root (default: current folder)")
+    init.add_argument("--config", type=Path, default=None,
+                      help="configuration file to add to (default: onnx-parity.toml, or "
+                      "pyproject.toml when it has [tool.onnx-parity]; created if missing)")
+    init.add_argument("--out", type=Path, default=Path("onnx-parity-out"),
+                      help="output folder of the check (default: onnx-parity-out)")
+    init.add_argument("--force", action="store_true",
+                      help="replace a model of the same name and overwrite its sample files")
+
+
+def _init(args: argparse.Namespace) -> int:
+    from onnx_parity.publishing.init_command import InitStreams, run_init
+    from onnx_parity.settings.init_request import new_model, weights_option
+
+    if not args.repo.is_dir():
+        raise UsageError(f"--repo {args.repo}: no such folder. Fix: pass the repository root.")
+    repo = args.repo.resolve()
+    model = new_model(args.factory, args.input, args.dynamic, args.name, args.samples,
+                      weights_option(repo, args.weights))
+
+    def check(config: Path, name: str) -> int:
+        done = perform_check(repo, config, args.out, [name], 1, sys.stdout)
+        return ExitCode.PASSED if done.run.passed else ExitCode.FAILED
+
+    return run_init(model, repo, args.config, args.force, os.environ, check,
+                    InitStreams(sys.stdout, sys.stderr))
 
 
 @dataclass(frozen=True)
@@ -148,6 +200,8 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "check":
         done = perform_check(args.repo, args.config, args.out, args.model, args.jobs, sys.stdout)
         return ExitCode.PASSED if done.run.passed else ExitCode.FAILED
+    if args.command == "init":
+        return _init(args)
     if args.command == "action":
         from onnx_parity.publishing.github.action import run_action
 
