@@ -17,6 +17,7 @@ from typing import Any
 from onnx_parity.findings import Finding
 from onnx_parity.locations import error_location
 from onnx_parity.models.load_errors import LoadError
+from onnx_parity.models.torch_builds import mismatch_message
 from onnx_parity.settings.schema import ModelSpec
 
 SEED = 0
@@ -111,6 +112,9 @@ def _call_factory(reference: str, factory: Any, repo: Path) -> Any:
 def _user_code_error(what: str, error: BaseException, repo: Path) -> LoadError:
     file, line = error_location(error, repo)
     where = f" at {file}:{line}" if file else ""
+    mismatch = mismatch_message(error)  # torchvision built for another torch, e.g. CUDA
+    if mismatch is not None:
+        return LoadError(f"{what}{where}: {mismatch}", file, line)
     return LoadError(
         f"{what}{where}: {type(error).__name__}: {error}. Fix: make the factory run on its own "
         f"(`python -c \"import ...\"` from the repository root reproduces it).",
