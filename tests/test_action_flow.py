@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_schemas import junit_errors, sarif_errors
 from fake_github import FakeGitHub, Token
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.publishing.files import write_outputs
@@ -67,9 +68,10 @@ class FakeCheck:
         self.environ_seen.append(dict(os.environ))
         if self.print_environment:  # what a careless model would do
             print(dict(os.environ))
-        written = write_outputs(self.run, render_markdown(self.run), request.out_dir)
+        written = write_outputs(self.run, render_markdown(self.run), request.out_dir,
+                                request.source_root)
         return CheckOutcome(self.run, self.run.config_path, written.report_json,
-                            written.report_markdown)
+                            written.report_markdown, written.report_sarif, written.report_junit)
 
 
 @dataclass
@@ -172,7 +174,9 @@ def test_push_makes_no_comment_but_writes_summary_and_outputs(tmp_path, github):
     assert github.exchanges == []
     assert step.outputs == {"passed": "false", "failed-models": "gate-net", "comment-url": "",
                             "report-json": "onnx-parity-out/report.json",
-                            "report-markdown": "onnx-parity-out/report.md"}
+                            "report-markdown": "onnx-parity-out/report.md",
+                            "report-sarif": "onnx-parity-out/report.sarif",
+                            "report-junit": "onnx-parity-out/report.junit.xml"}
     assert f"https://github.com/{REPO}/blob/{'f' * 40}/nets/gate.py#L12" in step.summary
 
 
@@ -365,6 +369,7 @@ def test_comment_from_report_finds_a_fork_pr_by_its_head_sha(tmp_path, github):
     assert "gate-net" in comment["body"]
     assert step.outputs["report-json"] == "artifact/report.json"
     assert step.outputs["comment-url"] == comment["html_url"]
+    assert step.outputs["report-sarif"] == step.outputs["report-junit"] == ""  # none written
 
 
 def test_comment_from_report_uses_the_listed_pr_without_a_lookup(tmp_path, github):
@@ -487,6 +492,18 @@ def test_real_engine_in_a_real_process_keeps_the_token_out_of_every_byte(tmp_pat
                for p in errors), errors
     [comment] = github.comments_on(REPO, 2)
     assert "`gate`" in comment["body"] and comment["html_url"] == step.outputs["comment-url"]
+
+    # SARIF and JUnit beside the report, their paths as outputs; SARIF's file paths are
+    # relative to the repository root (the workspace), not to working-directory.
+    workspace = Path(env["GITHUB_WORKSPACE"])
+    assert step.outputs["report-sarif"] == "onnx-parity-out/report.sarif"
+    assert step.outputs["report-junit"] == "onnx-parity-out/report.junit.xml"
+    sarif = json.loads((workspace / step.outputs["report-sarif"]).read_text(encoding="utf-8"))
+    assert sarif_errors(sarif) == []
+    uris = {r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"]
+            for r in sarif["runs"][0]["results"]}
+    assert uris == {"project/models/nets.py"}
+    assert junit_errors(workspace / step.outputs["report-junit"]) == []
 
 
 def test_a_bug_in_the_check_is_exit_3_with_a_redacted_traceback(tmp_path, github):

@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from ci_schemas import junit_errors, sarif_errors
 from fixture_repo.harness import CliRun, copy_repo, line_of, run_cli, write_samples
 from onnx_parity import __version__
 
@@ -207,6 +208,24 @@ def test_example_spectral_head_diverges_first_at_the_rfft_line(example_run: CliR
     conv = next(node for node in record["nodes"] if node["op"] == "aten.conv1d.default")
     assert conv["inside"] and conv["max_abs_diff"] < model["atol"] < first["max_abs_diff"]
     assert f"spectral-head: diverges first at models/spectral.py:{line}" in example_run.stdout
+
+
+def test_example_writes_sarif_and_junit_that_validate(example_run: CliRun) -> None:
+    out = example_run.out
+    assert out is not None
+    sarif = json.loads((out / "report.sarif").read_text(encoding="utf-8"))
+    assert sarif_errors(sarif) == []
+    located = {(f["code"], f["file"], f["line"]) for m in example_run.models().values()
+               for f in m["findings"] if f.get("file") and f.get("line")}
+    results = {(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
+                r["locations"][0]["physicalLocation"]["region"]["startLine"])
+               for r in sarif["runs"][0]["results"]}
+    assert results == located and ("data-dependent-branch", "models/branchy.py", 9) in results
+    assert junit_errors(out / "report.junit.xml") == []
+    junit = (out / "report.junit.xml").read_text(encoding="utf-8")
+    assert '<testsuite name="onnx-parity: onnx-parity.toml" tests="5" failures="3"' in junit
+    for name, model in example_run.models().items():  # each case's time: the worker's
+        assert f'<testcase name="{name}" classname="onnx-parity.toml" time="{model["seconds"]:.3f}"' in junit
 
 
 def _comparable(markdown: str) -> list[str]:

@@ -26,6 +26,9 @@ CONTAINER = REPO_ROOT / ".ci" / "container.sh"
 EXAMPLE = REPO_ROOT / "examples" / "seed-failures"
 TOKEN = "ghs_containerTestToken0123456789abcdefXYZ"
 EXPECTED_FAILED = "small-cnn-frozen,branchy,spectrum-torchscript"
+# The tag .ci/container.sh builds and runs; set ONNX_PARITY_IMAGE to keep a second image apart
+# (e.g. a branch's build beside the one CI made) on a machine whose podman storage is shared.
+IMAGE = os.environ.get("ONNX_PARITY_IMAGE", "localhost/onnx-parity:ci")
 
 pytestmark = pytest.mark.container
 
@@ -38,7 +41,7 @@ def image() -> str:
                            timeout=2400)
     assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
     print(build.stdout[-1500:])
-    return "localhost/onnx-parity:ci"
+    return IMAGE
 
 
 @dataclass

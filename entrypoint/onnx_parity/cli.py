@@ -54,11 +54,63 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                        help="models checked in parallel (default: number of cores)")
     check.add_argument("--debug", action="store_true", help="show tracebacks of internal errors")
+    add_init_parser(commands)
     commands.add_parser("action", help="what the GitHub Action container runs (reads INPUT_*)")
     comment = commands.add_parser("comment", help="post the PR comment from a report.json "
                                   "(two-job mode for fork pull requests)")
     comment.add_argument("--report", type=Path, required=True, help="path of report.json")
     return parser
+
+
+def add_init_parser(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    init = commands.add_parser(
+        "init", help="add a model to the configuration (creating it), write its samples, "
+        "check it", description="Build the model in a worker, check the inputs against its "
+        "forward, write samples under samples/, append a [[model]] entry to the configuration "
+        "and check that model. Exit code: the check's (0/1), or 2 when nothing could be added.")
+    init.add_argument("--factory", required=True, metavar="MODULE:CALLABLE",
+                      help="what returns the nn.Module, importable from the repository root")
+    init.add_argument("--input", action="append", default=[], metavar="SPEC",
+                      help="a parameter of forward: NAME=SHAPE[:DTYPE[:LOW-HIGH]], e.g. "
+                      "input=1x3x224x224 or ids=2x16:int64:0-30522 (axis 0: samples; "
+                      "repeatable; with --samples, NAME alone is enough)")
+    init.add_argument("--dynamic", action="append", default=[], metavar="INPUT:AXIS=NAME",
+                      help="an axis that must stay variable, e.g. input:0=batch (repeatable; "
+                      "default: axis 0 of every input, named batch)")
+    init.add_argument("--name", default=None,
+                      help="the model's name (default: the factory's module, e.g. net)")
+    init.add_argument("--samples", default=None, metavar="MODULE:FUNCTION",
+                      help="a function returning real, preprocessed inputs (recommended; "
+                      "default: seeded random data of each --input's shape)")
+    init.add_argument("--weights", default=None, metavar="PATH",
+                      help="a state_dict file for the model, inside the repository")
+    init.add_argument("--repo", type=Path, default=Path("."),
+                      help="repository root (default: current folder)")
+    init.add_argument("--config", type=Path, default=None,
+                      help="configuration file to add to (default: onnx-parity.toml, or "
+                      "pyproject.toml when it has [tool.onnx-parity]; created if missing)")
+    init.add_argument("--out", type=Path, default=Path("onnx-parity-out"),
+                      help="output folder of the check (default: onnx-parity-out)")
+    init.add_argument("--force", action="store_true",
+                      help="replace a model of the same name and overwrite its sample files")
+
+
+def _init(args: argparse.Namespace) -> int:
+    from onnx_parity.publishing.init_command import InitStreams, run_init
+    from onnx_parity.settings.init_request import new_model, weights_option
+
+    if not args.repo.is_dir():
+        raise UsageError(f"--repo {args.repo}: no such folder. Fix: pass the repository root.")
+    repo = args.repo.resolve()
+    model = new_model(args.factory, args.input, args.dynamic, args.name, args.samples,
+                      weights_option(repo, args.weights))
+
+    def check(config: Path, name: str) -> int:
+        done = perform_check(repo, config, args.out, [name], 1, sys.stdout)
+        return ExitCode.PASSED if done.run.passed else ExitCode.FAILED
+
+    return run_init(model, repo, args.config, args.force, os.environ, check,
+                    InitStreams(sys.stdout, sys.stderr))
 
 
 @dataclass(frozen=True)
@@ -69,13 +121,19 @@ class CheckRun:
 
 
 def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[str], jobs: int,
-                  stream: TextIO, environ: dict[str, str] | None = None) -> CheckRun:
-    """Settings -> engine -> report -> files; raises ConfigError/UsageError for bad input."""
+                  stream: TextIO, environ: dict[str, str] | None = None,
+                  source_root: str | None = None) -> CheckRun:
+    """Settings -> engine -> report -> files; raises ConfigError/UsageError for bad input.
+
+    `source_root`: `repo` relative to the repository root, for report.sarif (None: found from
+    the enclosing git checkout).
+    """
     from onnx_parity.pipeline.all_models import run_models
-    from onnx_parity.publishing.console import Progress, divergence_lines, verdict_table
+    from onnx_parity.publishing.console import divergence_lines, open_console, verdict_table
     from onnx_parity.publishing.files import prepare_output, write_outputs
     from onnx_parity.report.markdown import render_markdown
     from onnx_parity.settings.loading import load_settings
+    from onnx_parity.settings.source_root import source_root as enclosing_checkout
 
     if not repo.is_dir():
         raise UsageError(f"--repo {repo}: no such folder. Fix: pass the repository root.")
@@ -85,11 +143,16 @@ def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[s
     specs = _selected(settings.models, models, settings.relative(settings.config_path))
     prepare_output(out)
     workdir = Path(tempfile.mkdtemp(prefix="onnx-parity-"))
+    environment = dict(environ or os.environ)
+    view = open_console(stream, environment, [spec.name for spec in specs],
+                        settings.relative(settings.config_path))
     try:
-        run = run_models(settings, specs, workdir, jobs, dict(environ or os.environ),
-                         Progress(stream))
+        with view:
+            run = run_models(settings, specs, workdir, jobs, environment, view.event,
+                             view.model_done)
         markdown = render_markdown(run, footer=footer(run.versions))
-        written = write_outputs(run, markdown, out)
+        prefix = enclosing_checkout(repo) if source_root is None else source_root
+        written = write_outputs(run, markdown, out, prefix)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     stream.write("\n" + verdict_table(run))
@@ -120,10 +183,12 @@ def check_for_action(request: CheckRequest) -> CheckOutcome:
     from onnx_parity.publishing.github.action import CheckOutcome
 
     done = perform_check(request.repo, request.config, request.out_dir, (),
-                         os.cpu_count() or 1, sys.stdout)
+                         os.cpu_count() or 1, sys.stdout, source_root=request.source_root)
     return CheckOutcome(run=done.run, config_path=done.config_path,
                         report_json=done.written.report_json,
-                        report_markdown=done.written.report_markdown)
+                        report_markdown=done.written.report_markdown,
+                        report_sarif=done.written.report_sarif,
+                        report_junit=done.written.report_junit)
 
 
 def _client_factory(api_url: str, token: str) -> GitHubClient:
@@ -136,6 +201,8 @@ def _command(args: argparse.Namespace) -> int:
     if args.command == "check":
         done = perform_check(args.repo, args.config, args.out, args.model, args.jobs, sys.stdout)
         return ExitCode.PASSED if done.run.passed else ExitCode.FAILED
+    if args.command == "init":
+        return _init(args)
     if args.command == "action":
         from onnx_parity.publishing.github.action import run_action
 

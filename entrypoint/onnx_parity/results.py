@@ -166,6 +166,8 @@ class ModelResult:
     dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     divergence: Divergence | None = None
     variants: tuple[VariantResult, ...] = ()
+    # Wall time of the model's check in its worker (None: not measured, e.g. an older report).
+    seconds: float | None = None
 
     @property
     def passed(self) -> bool:

@@ -32,6 +32,7 @@ STACK_DUMP_GRACE_SECONDS = 0.5
 _SAFE_KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*")
 
 EventCallback = Callable[[str, str, float], None]
+OutcomeCallback = Callable[["JobOutcome"], None]
 
 
 class WorkerPoolError(OnnxParityError):
@@ -112,12 +113,18 @@ class WorkerPool:
         """How long the zygote took to import and warm up (None until it reported ready)."""
         return self._zygote.ready_seconds if self._zygote else None
 
-    def run(self, jobs: Sequence[Job], on_event: EventCallback) -> list[JobOutcome]:
-        """Run every job, at most `jobs` at once; outcomes come back in the order of `jobs`."""
+    def run(self, jobs: Sequence[Job], on_event: EventCallback,
+            on_outcome: OutcomeCallback | None = None) -> list[JobOutcome]:
+        """Run every job, at most `jobs` at once; outcomes come back in the order of `jobs`.
+
+        `on_outcome` (optional) gets each job's outcome as soon as it is known, in the order
+        the jobs finish: what a live view needs to show a verdict before the run ends.
+        """
         if self._zygote is None:
             raise WorkerPoolError("WorkerPool.run was called outside its `with` block")
         _check_keys(jobs)
-        return _Run(self._zygote, self._workdir, self._jobs, on_event).execute(jobs)
+        run = _Run(self._zygote, self._workdir, self._jobs, on_event, on_outcome)
+        return run.execute(jobs)
 
 
 def _check_keys(jobs: Sequence[Job]) -> None:
@@ -149,12 +156,14 @@ class _Active:
 
 class _Run:
     def __init__(
-        self, zygote: ZygoteProcess, workdir: Path, jobs: int, on_event: EventCallback
+        self, zygote: ZygoteProcess, workdir: Path, jobs: int, on_event: EventCallback,
+        on_outcome: OutcomeCallback | None = None,
     ) -> None:
         self.zygote = zygote
         self.workdir = workdir
         self.slots = jobs
         self.on_event = on_event
+        self.on_outcome = on_outcome
         self.queue: deque[Job] = deque()
         self.active: dict[str, _Active] = {}
         self.outcomes: dict[str, JobOutcome] = {}
@@ -170,6 +179,11 @@ class _Run:
                 self._handle(self.zygote.events(0))  # what it said before dying still counts
                 self._fail_unfinished(death)
         return [self.outcomes[job.key] for job in jobs]
+
+    def _record(self, key: str, outcome: JobOutcome) -> None:
+        self.outcomes[key] = outcome
+        if self.on_outcome is not None:
+            self.on_outcome(outcome)
 
     def _dispatch(self) -> None:
         while self.queue and len(self.active) < self.slots:
@@ -236,14 +250,14 @@ class _Run:
             outcome = self._failed(key, "crash", describe_exit(status), seconds)
         else:
             outcome = self._collected(key, seconds)
-        self.outcomes[key] = outcome
+        self._record(key, outcome)
         self.on_event(key, "finished" if outcome.failure is None else outcome.failure.kind, seconds)
 
     def _not_forked(self, active: _Active, error: str) -> None:
         key = active.job.key
-        self.outcomes[key] = self._failed(
+        self._record(key, self._failed(
             key, "crash", f"the zygote could not fork a worker: {error}", 0.0
-        )
+        ))
         self.on_event(key, "crash", 0.0)
 
     def _collected(self, key: str, seconds: float) -> JobOutcome:
@@ -271,12 +285,12 @@ class _Run:
             if active.pid is not None:
                 kill_group(active.pid)  # orphaned: nobody else would stop it
             seconds = now - active.started if active.started is not None else 0.0
-            self.outcomes[key] = self._orphaned(key, f"{death} while this model ran", seconds)
+            self._record(key, self._orphaned(key, f"{death} while this model ran", seconds))
             self.on_event(key, "crash", seconds)
         for job in self.queue:
-            self.outcomes[job.key] = self._orphaned(
+            self._record(job.key, self._orphaned(
                 job.key, f"{death} before this model started", 0.0
-            )
+            ))
             self.on_event(job.key, "crash", 0.0)
         self.active.clear()
         self.queue.clear()

@@ -17,6 +17,7 @@ from typing import Any
 from onnx_parity.findings import Finding
 from onnx_parity.locations import error_location, shorten
 from onnx_parity.models.load_errors import LoadError
+from onnx_parity.models.torch_builds import mismatch_message
 from onnx_parity.settings.schema import ModelSpec
 
 SEED = 0
@@ -57,6 +58,12 @@ def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
 
 
 def _import_factory(reference: str, repo: Path) -> Any:
+    return import_callable(reference, repo, "factory", "a class or function that returns the model")
+
+
+def import_callable(reference: str, repo: Path, role: str, wanted: str) -> Any:
+    """`module:attribute` imported from the repository root; `role` and `wanted` word the
+    errors (e.g. "factory", "a class or function that returns the model")."""
     module_name, _, attribute = reference.partition(":")
     root = str(repo.resolve())
     if root not in sys.path:
@@ -66,17 +73,18 @@ def _import_factory(reference: str, repo: Path) -> Any:
     except ModuleNotFoundError as error:
         if error.name and module_name.startswith(error.name):
             raise LoadError(
-                f'factory "{reference}": module "{module_name}" was not found under the '
+                f'{role} "{reference}": module "{module_name}" was not found under the '
                 f"repository root. Fix: check the module path (dotted, relative to the repository "
                 f"root, e.g. models.cnn for models/cnn.py)."
             ) from None
         raise _user_code_error(f'importing "{module_name}" failed', error, repo) from None
     except (Exception, SystemExit) as error:  # the user's module raised while importing
         raise _user_code_error(f'importing "{module_name}" failed', error, repo) from None
-    return _resolve_attribute(module, attribute, reference)
+    return _resolve_attribute(module, attribute, reference, role, wanted)
 
 
-def _resolve_attribute(module: Any, attribute: str, reference: str) -> Any:
+def _resolve_attribute(module: Any, attribute: str, reference: str, role: str,
+                       wanted: str) -> Any:
     target = module
     for part in attribute.split("."):
         if not hasattr(target, part):
@@ -84,8 +92,8 @@ def _resolve_attribute(module: Any, attribute: str, reference: str) -> Any:
             close = difflib.get_close_matches(part, names, n=1)
             hint = f' Did you mean "{close[0]}"?' if close else ""
             raise LoadError(
-                f'factory "{reference}": "{part}" is not defined in {module.__name__}.{hint} '
-                f"Fix: name a class or function that returns the model."
+                f'{role} "{reference}": "{part}" is not defined in {module.__name__}.{hint} '
+                f"Fix: name {wanted}."
             )
         target = getattr(target, part)
     return target
@@ -104,6 +112,9 @@ def _call_factory(reference: str, factory: Any, repo: Path) -> Any:
 def _user_code_error(what: str, error: BaseException, repo: Path) -> LoadError:
     file, line = error_location(error, repo)
     where = f" at {file}:{line}" if file else ""
+    mismatch = mismatch_message(error)  # torchvision built for another torch, e.g. CUDA
+    if mismatch is not None:
+        return LoadError(f"{what}{where}: {mismatch}", file, line)
     return LoadError(
         f"{what}{where}: {type(error).__name__}: {error}. Fix: make the factory run on its own "
         f"(`python -c \"import ...\"` from the repository root reproduces it).",

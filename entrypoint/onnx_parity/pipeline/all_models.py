@@ -27,6 +27,7 @@ JOB_FUNCTION = "onnx_parity.pipeline.one_model:run_model"
 LIBRARIES = ("torch", "onnx", "onnxruntime", "onnxscript", "numpy")
 
 EventSink = Callable[[str, str, float], None]
+ModelSink = Callable[[ModelResult], None]
 
 
 def versions() -> dict[str, str]:
@@ -46,16 +47,25 @@ def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 
 def run_models(settings: Settings, specs: tuple[ModelSpec, ...], workdir: Path, jobs: int,
-               environ: Mapping[str, str], on_event: EventSink) -> RunResult:
+               environ: Mapping[str, str], on_event: EventSink,
+               on_model: ModelSink | None = None) -> RunResult:
+    """Every model in `specs`, in that order; `on_model` gets each result as it is ready."""
     pool_jobs = [
         Job(spec.name, (spec, settings.repo), spec.timeout_seconds, spec.memory_limit_mb)
         for spec in specs
     ]
+    by_name = {spec.name: spec for spec in specs}
+    finished: dict[str, ModelResult] = {}
+
+    def collect(outcome: JobOutcome) -> None:
+        finished[outcome.key] = finish(by_name[outcome.key], outcome, settings.repo, workdir)
+        if on_model is not None:
+            on_model(finished[outcome.key])
+
     with TorchWorkerPool(JOB_FUNCTION, workdir, max(1, min(jobs, len(specs))),
                          worker_environment(environ)) as pool:
-        outcomes = pool.run(pool_jobs, on_event)
-    models = tuple(finish(spec, outcome, settings.repo, workdir)
-                   for spec, outcome in zip(specs, outcomes, strict=True))
+        pool.run(pool_jobs, on_event, collect)
+    models = tuple(finished[spec.name] for spec in specs)
     return RunResult(settings.relative(settings.config_path), versions(), models)
 
 
@@ -66,7 +76,8 @@ def finish(spec: ModelSpec, outcome: JobOutcome, repo: Path, workdir: Path) -> M
     log = _read_log(outcome.log_path)
     roots = (repo, workdir)
     findings = tuple(_with_source(_scrubbed(f, roots), repo) for f in result.findings)
-    return dataclasses.replace(result, findings=findings, log=scrub_paths(log, roots))
+    return dataclasses.replace(result, findings=findings, log=scrub_paths(log, roots),
+                               seconds=outcome.seconds)
 
 
 def _failed_result(spec: ModelSpec, outcome: JobOutcome, repo: Path) -> ModelResult:

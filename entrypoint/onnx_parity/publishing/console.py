@@ -1,11 +1,19 @@
-"""What `onnx-parity check` prints: a progress line per model step, then the verdict table."""
+"""What `onnx-parity check` prints: a progress line per model step, then the verdict table.
+
+On a terminal a live view (publishing/live_console.py, drawn with rich) takes the place of the
+progress lines; anywhere else (CI logs, pipes, `NO_COLOR`, `TERM=dumb`) the lines are
+printed exactly as before. rich is imported only when the live view is chosen, so `--help`
+and every non-terminal run never load it.
+"""
 
 from __future__ import annotations
 
 import time
-from typing import TextIO
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Protocol, Self, TextIO
 
-from onnx_parity.results import RunResult
+from onnx_parity.results import ModelResult, RunResult
 from onnx_parity.verification.node_sources import first_sentence
 
 
@@ -52,3 +60,53 @@ def divergence_lines(run: RunResult) -> str:
                 if details.get("source"):
                     lines.append(f"    {details['source']}")
     return "".join(f"{line}\n" for line in lines)
+class ConsoleView(Protocol):
+    """What the check shows while models run: the pool's step events and each model's result."""
+
+    def __enter__(self) -> Self: ...
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None: ...
+
+    def event(self, model: str, step: str, seconds: float) -> None: ...
+
+    def model_done(self, result: ModelResult) -> None: ...
+
+
+class PlainConsole:
+    """Today's output: one `[elapsed] model: step` line per event, nothing per result."""
+
+    def __init__(self, stream: TextIO):
+        self.progress = Progress(stream)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        return None
+
+    def event(self, model: str, step: str, seconds: float) -> None:
+        self.progress(model, step, seconds)
+
+    def model_done(self, result: ModelResult) -> None:
+        return None
+
+
+def wants_live_view(stream: TextIO, environ: Mapping[str, str]) -> bool:
+    """A terminal that may be drawn on: a TTY, no `NO_COLOR` (any non-empty value, as
+    no-color.org defines it), and a TERM other than `dumb`."""
+    isatty = getattr(stream, "isatty", None)
+    if isatty is None or not isatty():
+        return False
+    return not environ.get("NO_COLOR") and environ.get("TERM", "") != "dumb"
+
+
+def open_console(stream: TextIO, environ: Mapping[str, str], models: Sequence[str],
+                 config: str) -> ConsoleView:
+    """The live view on a terminal, else the plain progress lines."""
+    if not wants_live_view(stream, environ):
+        return PlainConsole(stream)
+    from onnx_parity.publishing.live_console import LiveConsole
+
+    return LiveConsole(stream, models, config)

@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity.errors import UserError
+from onnx_parity.report.junit import render_junit
+from onnx_parity.report.sarif import render_sarif
 from onnx_parity.report.serialization import (
     divergence_record,
     parity_record,
@@ -29,6 +31,8 @@ class WrittenReport:
     folder: Path
     report_json: Path
     report_markdown: Path
+    report_sarif: Path
+    report_junit: Path
 
 
 def prepare_output(out: Path) -> None:
@@ -44,7 +48,9 @@ def prepare_output(out: Path) -> None:
                           "(nothing was run).") from None
 
 
-def write_outputs(run: RunResult, markdown: str, out: Path) -> WrittenReport:
+def write_outputs(run: RunResult, markdown: str, out: Path,
+                  source_root: str = "") -> WrittenReport:
+    """Every file of the output folder; `source_root` prefixes the paths in report.sarif."""
     try:
         out.mkdir(parents=True, exist_ok=True)
         for model in run.models:
@@ -53,10 +59,20 @@ def write_outputs(run: RunResult, markdown: str, out: Path) -> WrittenReport:
         _write_json(report_json, run_to_json(run))
         report_markdown = out / "report.md"
         report_markdown.write_text(markdown, encoding="utf-8")
+        report_sarif, report_junit = _write_ci_reports(run, out, source_root)
     except OSError as error:
         raise OutputError(f"cannot write the report into {out}: {error.strerror or error}. "
                           "Fix: pass a writable folder with --out.") from None
-    return WrittenReport(out, report_json, report_markdown)
+    return WrittenReport(out, report_json, report_markdown, report_sarif, report_junit)
+
+
+def _write_ci_reports(run: RunResult, out: Path, source_root: str) -> tuple[Path, Path]:
+    """report.sarif (code scanning) and report.junit.xml (test-report views)."""
+    sarif = out / "report.sarif"
+    _write_json(sarif, render_sarif(run, source_root))
+    junit = out / "report.junit.xml"
+    junit.write_text(render_junit(run), encoding="utf-8")
+    return sarif, junit
 
 
 def _write_model(run: RunResult, name: str, out: Path) -> None:

@@ -122,6 +122,15 @@ def run_to_json(run: RunResult) -> dict[str, Json]:
 
 
 def model_to_json(model: ModelResult) -> dict[str, Json]:
+    return _model_fields(model) | _model_seconds(model)
+
+
+def _model_seconds(model: ModelResult) -> dict[str, Json]:
+    """The worker's wall time, when it was measured (reports of older versions have none)."""
+    return {} if model.seconds is None else {"seconds": number_to_json(model.seconds)}
+
+
+def _model_fields(model: ModelResult) -> dict[str, Json]:
     return {
         "name": model.name,
         "passed": model.passed,
@@ -224,6 +233,7 @@ def _model_from_json(item: dict[str, Json]) -> ModelResult:
         axis_sizes=axis_sizes_from_json(item.get("axis_sizes", {})),
         dimension_sizes={name: tuple(ran)
                          for name, ran in item.get("dimension_sizes", {}).items()},
+        seconds=_number(item.get("seconds")),
     )
 
 

@@ -34,6 +34,8 @@ class CheckRequest:
     repo: Path  # the working directory: the repository as the configuration sees it
     config: Path | None  # None: the engine's default file in `repo`
     out_dir: Path
+    # `repo` relative to the workspace (the repository root): report.sarif's path prefix.
+    source_root: str = ""
 
 
 @dataclass(frozen=True)
@@ -42,6 +44,8 @@ class CheckOutcome:
     config_path: str  # relative to `repo`, as the comment marker names it
     report_json: Path
     report_markdown: Path
+    report_sarif: Path | None = None
+    report_junit: Path | None = None
 
 
 Check = Callable[[CheckRequest], CheckOutcome]
@@ -77,13 +81,17 @@ def _action(session: Session, check: Check) -> int:
 def run_check(session: Session, check: Check, workdir: Path) -> CheckOutcome:
     config = inside(workdir, session.inputs.config, "config") if session.inputs.config else None
     out_dir = inside(session.event.workspace, session.inputs.output_dir, "output-dir")
-    request = CheckRequest(repo=workdir, config=config, out_dir=out_dir)
+    within = workspace_relative(session.event.workspace)(workdir)
+    request = CheckRequest(repo=workdir, config=config, out_dir=out_dir,
+                           source_root="" if within == "." else within)
     with contextlib.chdir(workdir), contextlib.redirect_stdout(session.stdout), \
             contextlib.redirect_stderr(session.stderr):
         outcome = check(request)
     session.redact.folder(out_dir)
-    for report in (outcome.report_json, outcome.report_markdown):
-        session.redact.file(report)
+    for report in (outcome.report_json, outcome.report_markdown, outcome.report_sarif,
+                   outcome.report_junit):
+        if report is not None:
+            session.redact.file(report)
     return outcome
 
 
@@ -96,8 +104,15 @@ def publish_outcome(session: Session, outcome: CheckOutcome) -> int:
     relative = workspace_relative(session.event.workspace)
     outputs = publish_common(session, run, outcome.config_path, from_report=False)
     outputs |= {"report-json": relative(outcome.report_json),
-                "report-markdown": relative(outcome.report_markdown)}
+                "report-markdown": relative(outcome.report_markdown),
+                **ci_report_outputs(outcome, relative)}
     return finish(session, run, outputs)
+
+
+def ci_report_outputs(outcome: CheckOutcome, relative: Callable[[Path], str]) -> dict[str, str]:
+    """`report-sarif` and `report-junit`: paths for the upload steps (empty: not written)."""
+    return {"report-sarif": relative(outcome.report_sarif) if outcome.report_sarif else "",
+            "report-junit": relative(outcome.report_junit) if outcome.report_junit else ""}
 
 
 def publish_report_file(session: Session, report: Path) -> int:
@@ -105,7 +120,8 @@ def publish_report_file(session: Session, report: Path) -> int:
     run = load_report(report)
     outputs = publish_common(session, run, run.config_path, from_report=True)
     relative = workspace_relative(session.event.workspace)
-    outputs |= {"report-json": relative(report), "report-markdown": ""}
+    outputs |= {"report-json": relative(report), "report-markdown": "", "report-sarif": "",
+                "report-junit": ""}
     return finish(session, run, outputs)
 
 

@@ -16,6 +16,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from onnx_parity.errors import UserError
+from onnx_parity.models.torch_builds import companion_pins, missing_release_note
 from onnx_parity.publishing.github.commands import Annotation
 from onnx_parity.publishing.github.inputs import InputError
 from onnx_parity.publishing.github.session import Session
@@ -80,7 +81,8 @@ def install_requirements(session: Session, requirements: Path, workdir: Path) ->
             "path (it is relative to working-directory).")
     with constraints_file(session.environ) as constraints:
         command = [sys.executable, "-m", "pip", "install", "--disable-pip-version-check",
-                   "--no-input", "-r", str(requirements), "-c", str(constraints)]
+                   "--no-input", "-r", str(requirements), "-c", str(constraints),
+                   *torch_index_options(session.environ)]
         result = subprocess.run(command, cwd=workdir, env=dict(session.environ), text=True,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False)
     with session.commands.group(f"onnx-parity: pip install -r {requirements.name}"):
@@ -90,21 +92,43 @@ def install_requirements(session: Session, requirements: Path, workdir: Path) ->
         raise RequirementsError(
             f'input "requirements": pip could not install {requirements.name} (exit code '
             f"{result.returncode}). torch, onnx, onnxruntime, onnxscript, numpy and protobuf "
-            "are held at the versions in the image; remove or loosen a requirement that asks "
-            f"for other versions. pip's last lines:\n{tail}")
+            f"are held at the versions in the image{_companions_held()}; remove or loosen a "
+            f"requirement that asks for other versions."
+            f"{missing_release_note(result.stdout, _installed('torch'))} pip's last lines:\n{tail}")
 
 
 @contextlib.contextmanager
 def constraints_file(environ: Mapping[str, str]) -> Iterator[Path]:
-    """$ONNX_PARITY_CONSTRAINTS if set, else the installed versions of PINNED_PACKAGES."""
+    """$ONNX_PARITY_CONSTRAINTS (else the installed versions of PINNED_PACKAGES), plus the
+    builds of torchvision (and torchaudio, where one exists) that pair with the installed
+    torch: a CPU torch gets their CPU builds, never the CUDA ones the public index serves."""
     given = environ.get("ONNX_PARITY_CONSTRAINTS", "")
-    if given:
-        yield Path(given)
-        return
+    base = Path(given).read_text(encoding="utf-8") if given else installed_constraints()
+    pins = companion_pins(_installed("torch"))
     with tempfile.TemporaryDirectory(prefix="onnx-parity-") as folder:
         path = Path(folder) / "constraints.txt"
-        path.write_text(installed_constraints(), encoding="utf-8")
+        path.write_text(base.rstrip("\n") + "\n" + "".join(f"{pin}\n" for pin in pins),
+                        encoding="utf-8")
         yield path
+
+
+def torch_index_options(environ: Mapping[str, str]) -> list[str]:
+    """The index torch's CPU builds came from ($ONNX_PARITY_TORCH_INDEX_URL, set in the image),
+    so torchvision's matching CPU build can be found; nothing when it is not set."""
+    index = environ.get("ONNX_PARITY_TORCH_INDEX_URL", "")
+    return ["--extra-index-url", index] if index else []
+
+
+def _companions_held() -> str:
+    pins = companion_pins(_installed("torch"))
+    return f", and {', '.join(pins)} (the builds that pair with that torch)" if pins else ""
+
+
+def _installed(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def installed_constraints() -> str:
