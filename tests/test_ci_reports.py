@@ -123,7 +123,7 @@ def test_junit_has_one_suite_and_one_case_per_model_read_as_test_reporters_read_
     run = example_run()
     xml = JUnitXml.fromfile(str(write_junit(run, tmp_path)))
     [suite] = list(xml)
-    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (5, 3, 0, 0)
+    assert (suite.tests, suite.failures, suite.errors, suite.skipped) == (6, 4, 0, 0)
     cases = {case.name: case for case in suite}
     assert list(cases) == [m.name for m in run.models]
     for result in run.models:

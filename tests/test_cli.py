@@ -223,7 +223,7 @@ def test_example_writes_sarif_and_junit_that_validate(example_run: CliRun) -> No
     assert results == located and ("data-dependent-branch", "models/branchy.py", 9) in results
     assert junit_errors(out / "report.junit.xml") == []
     junit = (out / "report.junit.xml").read_text(encoding="utf-8")
-    assert '<testsuite name="onnx-parity: onnx-parity.toml" tests="5" failures="3"' in junit
+    assert '<testsuite name="onnx-parity: onnx-parity.toml" tests="6" failures="4"' in junit
     for name, model in example_run.models().items():  # each case's time: the worker's
         assert f'<testcase name="{name}" classname="onnx-parity.toml" time="{model["seconds"]:.3f}"' in junit
 
