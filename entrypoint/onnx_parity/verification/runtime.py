@@ -32,11 +32,15 @@ class Session:
     output_names: tuple[str, ...]
 
 
-def open_session(model_bytes: bytes) -> Session:
+def open_session(model_bytes: bytes, threads: int = 0) -> Session:
+    """`threads` > 0 caps the session's pools (workers running side by side share the cores)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = WARNING_LEVEL
+    if threads > 0:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = threads
     handle = _native_call(lambda: onnxruntime.InferenceSession(
         model_bytes, options, providers=["CPUExecutionProvider"]))
     return Session(

@@ -63,14 +63,16 @@ class Verified:
 
 
 def verify_model(module: Any, exported: Exported, bound: BoundInputs,
-                 golden: tuple[GoldenCase, ...], spec: ModelSpec, repo: Path) -> Verified:
+                 golden: tuple[GoldenCase, ...], spec: ModelSpec, repo: Path,
+                 threads: int = 0) -> Verified:
+    """`threads`: onnxruntime's intra- and inter-op threads (0: its default, one per core)."""
     verified = Verified(repo=repo)
     frozen = FrozenEvidence()
     verified.findings += declared_axes(exported.facts, spec, bound, frozen)
     if exported.frozen:
         frozen.add_run(exported.frozen)
     try:
-        session = open_session(exported.model_bytes)
+        session = open_session(exported.model_bytes, threads)
     except RuntimeFailure as error:
         verified.findings.append(runtime_finding("onnxruntime cannot load the model", error))
         verified.findings += frozen.findings()
