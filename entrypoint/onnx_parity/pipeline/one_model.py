@@ -8,6 +8,7 @@ finding: it calls each stage in order and keeps the ledger.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sys
 import time
@@ -26,6 +27,8 @@ from onnx_parity.models.factory import LoadedModel, build_model
 from onnx_parity.models.load_errors import LoadError, load_finding
 from onnx_parity.models.reference import ReferenceFailure
 from onnx_parity.models.samples import SampleSet, load_samples
+from onnx_parity.pipeline.cache.reads import record_reads
+from onnx_parity.pipeline.threads import use_torch_threads
 from onnx_parity.results import ExportAttempt, ModelResult, OutputComparison, StepTiming
 from onnx_parity.settings.schema import ModelSpec
 from onnx_parity.verification import frozen
@@ -34,6 +37,15 @@ from onnx_parity.verification.run_failures import reference_finding
 from onnx_parity.verification.verified import Exported, verify_model
 
 Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class ModelJob:
+    """What a worker is handed: the model, the repository, and its share of the cores."""
+
+    spec: ModelSpec
+    repo: Path
+    threads: int = 0  # torch and onnxruntime threads; 0 keeps their defaults
 
 
 @dataclass
@@ -86,20 +98,24 @@ class _Step:
         self.ledger.steps.append(StepTiming(self.name, time.perf_counter() - self.started))
 
 
-def run_model(payload: tuple[ModelSpec, Path], workdir: Path, progress: Progress) -> ModelResult:
-    spec, repo = payload
+def run_model(job: ModelJob, workdir: Path, progress: Progress) -> ModelResult:
+    spec, repo = job.spec, job.repo
+    reads = record_reads(repo)
     _tolerant_console()
+    if job.threads:
+        print(f"onnx-parity: {use_torch_threads(job.threads)}; onnxruntime {job.threads}")
     ledger = Ledger(spec)
     try:
-        _stages(spec, repo, workdir, ledger, Timer(ledger, progress))
+        _stages(job, workdir, ledger, Timer(ledger, progress))
     except LoadError as error:
         ledger.findings.append(load_finding(error))
     except ReferenceFailure as error:  # PyTorch cannot run the samples before any export
         ledger.findings.append(reference_finding(error, error.batch_size or 1, repo))
-    return ledger.result()
+    return dataclasses.replace(ledger.result(), files_read=reads.snapshot())
 
 
-def _stages(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer: Timer) -> None:
+def _stages(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
+    spec, repo = job.spec, job.repo
     with timer.step("load samples"):
         samples = _load(spec, repo, ledger)
     with timer.step("build model"):
@@ -117,7 +133,8 @@ def _stages(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer: T
         ledger.opset = facts.opset
         ledger.findings += model_findings(facts, spec)
         exported = Exported(outcome.model_bytes, facts, outcome.export_batch, outcome.frozen)
-        verified = verify_model(loaded.module, exported, bound, samples.golden, spec, repo)
+        verified = verify_model(loaded.module, exported, bound, samples.golden, spec, repo,
+                                job.threads)
         ledger.findings += verified.findings
         ledger.comparisons += verified.comparisons
 
@@ -160,4 +177,4 @@ def _tolerant_console() -> None:
 def run_in_process(spec: ModelSpec, repo: Path, workdir: Path,
                    progress: Progress = lambda step: None) -> ModelResult:
     """For tests: the same job without a worker process (build_model seeds as usual)."""
-    return run_model((spec, repo), workdir, progress)
+    return run_model(ModelJob(spec, repo), workdir, progress)

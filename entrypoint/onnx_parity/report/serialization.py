@@ -15,7 +15,17 @@ from typing import Any
 from onnx_parity import __version__
 from onnx_parity.errors import UserError
 from onnx_parity.findings import Finding
-from onnx_parity.results import ExportAttempt, ModelResult, OutputComparison, RunResult, StepTiming
+from onnx_parity.results import (
+    BaseFigures,
+    Baseline,
+    ExportAttempt,
+    ModelResult,
+    OutputComparison,
+    Provenance,
+    RunResult,
+    Shard,
+    StepTiming,
+)
 
 SCHEMA_VERSION = 1
 # OutputComparison's figures that may be infinite.
@@ -94,6 +104,11 @@ def run_to_json(run: RunResult) -> dict[str, Json]:
         "passed": run.passed,
         "failed_models": list(run.failed_models),
         "models": [model_to_json(model) for model in run.models],
+        "shard": run.shard.label if run.shard else None,
+        "shard_plan": run.shard_plan,
+        "configured_models": list(run.configured_models),
+        "configuration_sha256": run.configuration_sha256,
+        "baseline": encode(run.baseline),
     }
 
 
@@ -115,6 +130,9 @@ def model_to_json(model: ModelResult) -> dict[str, Json]:
         "steps": encode(model.steps),
         "onnx_sha256": model.onnx_sha256,
         "sample_sha256": dict(model.sample_sha256),
+        "cached": model.cached,
+        "cached_from": encode(model.cached_from),
+        "baseline": encode(model.base),
     }
 
 
@@ -127,15 +145,20 @@ def run_from_json(data: Json) -> RunResult:
                                 f"{SCHEMA_VERSION}. Fix: use the same onnx-parity version in "
                                 "both jobs.")
     try:
-        models = tuple(_model_from_json(item) for item in data["models"])
+        models = tuple(model_from_json(item) for item in data["models"])
         return RunResult(config_path=str(data["config"]), versions=dict(data["versions"]),
-                         models=models)
+                         models=models, shard=shard_from_text(data.get("shard")),
+                         configured_models=tuple(data.get("configured_models") or ()),
+                         configuration_sha256=data.get("configuration_sha256"),
+                         baseline=_baseline_from_json(data.get("baseline")),
+                         shard_plan=data.get("shard_plan"))
     except (KeyError, TypeError, ValueError) as error:
         raise ReportFormatError(f"report.json is incomplete ({error}). Fix: pass the unmodified "
                                 "report.json written by `onnx-parity check`.") from None
 
 
-def _model_from_json(item: dict[str, Json]) -> ModelResult:
+def model_from_json(item: dict[str, Json]) -> ModelResult:
+    """One model of report.json (also what the cache keeps of a result)."""
     return ModelResult(
         name=item["name"], exporter=item["exporter"], requested_opset=item["requested_opset"],
         opset=item["opset"], atol=item["atol"], rtol=item["rtol"],
@@ -145,7 +168,32 @@ def _model_from_json(item: dict[str, Json]) -> ModelResult:
         attempts=tuple(ExportAttempt(**a) for a in item.get("attempts", [])),
         steps=tuple(StepTiming(**s) for s in item.get("steps", [])),
         onnx_sha256=item.get("onnx_sha256"), sample_sha256=dict(item.get("sample_sha256", {})),
+        cached_from=Provenance(**item["cached_from"]) if item.get("cached_from") else None,
+        base=_base_from_json(item.get("baseline")),
     )
+
+
+def _base_from_json(data: Json) -> BaseFigures | None:
+    if not data:
+        return None
+    return BaseFigures(passed=bool(data["passed"]), max_abs_diff=_number(data["max_abs_diff"]),
+                       error_codes=tuple(data["error_codes"]))
+
+
+def _baseline_from_json(data: Json) -> Baseline | None:
+    if not data:
+        return None
+    return Baseline(tool_version=str(data["tool_version"]), config_path=str(data["config_path"]),
+                    removed_models=tuple(data["removed_models"]),
+                    notes=tuple(data.get("notes", ())))
+
+
+def shard_from_text(text: Json) -> Shard | None:
+    """"K/N" as report.json writes it (None: not a shard)."""
+    if not text:
+        return None
+    index, _, count = str(text).partition("/")
+    return Shard(int(index), int(count))
 
 
 # ---------------------------------------------------------------------------------------------
