@@ -136,6 +136,14 @@ CATALOGUE: dict[str, CodeInfo] = {
         "the model's worker went past `memory-limit-mb`",
         "Raise `memory-limit-mb` for this model, or use smaller samples or batch sizes.",
     ),
+    "drift-regression": CodeInfo(
+        Severity.WARNING,
+        "the model still passes, but its max abs diff grew more than `drift-warning-ratio` "
+        "times over the baseline (and above atol / 10)",
+        "Find what this change did to the model or its export (the comparison table names the "
+        "output and batch size); if the new figure is expected, raise `drift-warning-ratio` "
+        "for this model.",
+    ),
 }
 
 

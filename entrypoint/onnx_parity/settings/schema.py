@@ -38,6 +38,7 @@ DEFAULT_BATCH_SIZES = (1, 4)
 DEFAULT_TIMEOUT_SECONDS = 600.0
 MIN_OPSET = 7
 MAX_OPSET = 23
+DEFAULT_DRIFT_WARNING_RATIO = 10.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,6 +115,16 @@ def memory_limit_value(value: object, where: str) -> int:
     return megabytes
 
 
+def drift_ratio_value(value: object, where: str) -> float:
+    number = finite_number(value, where, "a number, e.g. drift-warning-ratio = 10")
+    if number < 1:
+        raise ConfigError(
+            f"{where}: {number} is below 1. Use how many times the max abs diff may grow over "
+            f"the baseline before a drift-regression warning, e.g. {DEFAULT_DRIFT_WARNING_RATIO:g}."
+        )
+    return float(number)
+
+
 # ---------------------------------------------------------------------------------------------
 # The settings
 
@@ -159,6 +170,8 @@ class ModelSpec:
     batch_sizes: tuple[int, ...] = setting("batch-sizes", DEFAULT_BATCH_SIZES, batch_sizes_value)
     timeout_seconds: float = setting("timeout-seconds", DEFAULT_TIMEOUT_SECONDS, timeout_value)
     memory_limit_mb: int | None = setting("memory-limit-mb", None, memory_limit_value)
+    drift_warning_ratio: float = setting("drift-warning-ratio", DEFAULT_DRIFT_WARNING_RATIO,
+                                         drift_ratio_value)
 
 
 def overridable() -> tuple[Overridable, ...]:
