@@ -71,6 +71,7 @@ class ModelCache:
         except (CorruptEntry, OSError, KeyError, TypeError, ValueError) as error:
             self.notify(f"cache: ignoring the entry for {name} ({_reason(error)}); "
                         "checking it again")
+            _discard(folder)  # so this run's fresh result can take its place
             return None
 
     def _entry(self, folder: Path, name: str, key: str) -> dict[str, Json]:
@@ -154,6 +155,16 @@ def _unchanged(files_read: dict[str, Json], repo: Path) -> bool:
         if file_sha256(root / relative) != digest:
             return False
     return True
+
+
+def _discard(folder: Path) -> None:
+    """Move a bad entry aside in one rename (a reader sees it whole or not at all), then delete."""
+    aside = folder.with_name(f".discarded-{os.getpid()}-{folder.name[:12]}")
+    try:
+        os.rename(folder, aside)
+    except OSError:
+        return  # another run moved or replaced it first
+    shutil.rmtree(aside, ignore_errors=True)
 
 
 def _reason(error: BaseException) -> str:

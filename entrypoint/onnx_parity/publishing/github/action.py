@@ -71,9 +71,7 @@ def run_action(environ: Mapping[str, str], *, check: Check, client_factory: Clie
 
 def _action(session: Session, check: Check, merge: Merge | None) -> int:
     if session.inputs.merge_reports and merge is not None:
-        out_dir = inside(session.event.workspace, session.inputs.output_dir, "output-dir")
-        reports = merge_inputs(session.event.workspace, session.inputs.merge_reports)
-        return publish_outcome(session, merge(MergeRequest(reports, out_dir)), logs=False)
+        return publish_outcome(session, run_merge(session, merge), logs=False)
     if session.inputs.comment_from_report:
         report = inside(session.event.workspace, session.inputs.comment_from_report,
                         "comment-from-report")
@@ -107,6 +105,17 @@ def run_check(session: Session, check: Check, workdir: Path) -> CheckOutcome:
             contextlib.redirect_stderr(session.stderr):
         outcome = check(request)
     session.redact.folder(out_dir)
+    for report in (outcome.report_json, outcome.report_markdown):
+        session.redact.file(report)
+    return outcome
+
+
+def run_merge(session: Session, merge: Merge) -> CheckOutcome:
+    """`merge-reports`: the shards' reports into output-dir, printed and redacted like a check."""
+    out_dir = inside(session.event.workspace, session.inputs.output_dir, "output-dir")
+    reports = merge_inputs(session.event.workspace, session.inputs.merge_reports or "")
+    with contextlib.redirect_stdout(session.stdout), contextlib.redirect_stderr(session.stderr):
+        outcome = merge(MergeRequest(reports, out_dir))
     for report in (outcome.report_json, outcome.report_markdown):
         session.redact.file(report)
     return outcome
