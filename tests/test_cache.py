@@ -62,6 +62,10 @@ def reused(done: CliRun) -> set[str]:
     return {name for name in MODELS if f"] {name}: cached" in done.stdout}
 
 
+def created(entry: Path) -> str:
+    return str(json.loads(entry.read_text(encoding="utf-8"))["provenance"]["created"])
+
+
 def copied(warm: Warm, tmp_path: Path) -> tuple[Path, Path]:
     repo = tmp_path / "repo"
     shutil.copytree(warm.repo, repo)
@@ -105,9 +109,16 @@ def test_editing_one_models_source_reruns_only_the_models_that_imported_it(
 
 def test_a_file_the_factory_reads_is_part_of_the_fingerprint(warm: Warm, tmp_path: Path) -> None:
     repo, cache = copied(warm, tmp_path)
-    (repo / "models" / "drifting.json").write_text('{"scale": 1.0, "note": "same scale"}')
+    settings = repo / "models" / "drifting.json"
+    original = settings.read_text(encoding="utf-8")
+    settings.write_text('{"scale": 1.0, "note": "same scale"}')
     done = check(repo, cache, tmp_path / "out")
     assert ran(done) == {"drifting"} and reused(done) == {"alpha", "good"}
+    # Both versions of the file keep their entry (a base branch's and a pull request's).
+    settings.write_text(original, encoding="utf-8")
+    assert reused(check(repo, cache, tmp_path / "back")) == set(MODELS)
+    settings.write_text('{"scale": 1.0, "note": "same scale"}')
+    assert reused(check(repo, cache, tmp_path / "again")) == set(MODELS)
 
 
 def test_samples_and_configuration_changes_miss_but_a_judging_key_does_not(
@@ -139,16 +150,19 @@ def test_another_environment_is_another_fingerprint(warm: Warm) -> None:
 def test_no_cache_checks_every_model_and_refreshes_the_entries(warm: Warm,
                                                                tmp_path: Path) -> None:
     repo, cache = copied(warm, tmp_path)
+    before = max(created(path) for path in (cache / "v1").glob("*/*/*/entry.json"))
     done = check(repo, cache, tmp_path / "out", "--no-cache")
     assert done.code == 0, done.stderr
     assert ran(done) == set(MODELS) and reused(done) == set()
-    assert len(list((cache / "v1").glob("*/*/entry.json"))) == len(MODELS)
+    entries = list((cache / "v1").glob("*/*/*/entry.json"))
+    assert len(entries) == len(MODELS)
+    assert all(created(path) > before for path in entries)  # replaced by this run's results
 
 
 def test_corrupt_truncated_and_foreign_entries_are_ignored_with_a_line(
         warm: Warm, tmp_path: Path) -> None:
     repo, cache = copied(warm, tmp_path)
-    entry = {name: next((cache / "v1" / name).glob("*/entry.json")) for name in MODELS}
+    entry = {name: next((cache / "v1" / name).glob("*/*/entry.json")) for name in MODELS}
     text = entry["alpha"].read_text(encoding="utf-8")
     entry["alpha"].write_text(text[: len(text) // 2], encoding="utf-8")  # truncated
     foreign = json.loads(entry["good"].read_text(encoding="utf-8"))
@@ -177,7 +191,7 @@ def test_two_runs_writing_one_cache_at_once_leave_it_whole(warm: Warm, tmp_path:
                              text=True) for command in commands]
     results = [run.communicate(timeout=600) for run in runs]
     assert [run.returncode for run in runs] == [0, 0], results
-    entries = sorted((cache / "v1").glob("*/*"))
-    assert [path.parent.name for path in entries] == sorted(MODELS)  # one entry each, no debris
+    entries = sorted((cache / "v1").glob("*/*/*"))
+    assert [path.parent.parent.name for path in entries] == sorted(MODELS)  # one each, no debris
     third = check(repo, cache, tmp_path / "out-3")
     assert reused(third) == set(MODELS)

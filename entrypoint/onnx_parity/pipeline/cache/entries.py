@@ -1,7 +1,11 @@
 """The cache folder: one entry per model and fingerprint, written then renamed into place.
 
-    DIR/v1/<model>/<key>/entry.json   the result, its log, the files it read, how long it took
-    DIR/v1/<model>/<key>/model.onnx   the exported model, when there is one
+    DIR/v1/<model>/<key>/<reads>/entry.json   the result, its log, the files it read, its time
+    DIR/v1/<model>/<key>/<reads>/model.onnx   the exported model, when there is one
+
+`<key>` is the static fingerprint; `<reads>` the digest of the files the worker read, so a
+helper file that changes back and forth (the base branch's and a pull request's version) keeps
+one entry per version side by side instead of each run overwriting the other's.
 
 An entry is assembled in a private folder beside its final place and renamed there in one
 step, so two runs writing the same folder at once (matrix shards) never leave half an entry:
@@ -14,6 +18,7 @@ runs. Entries are JSON and ONNX only: nothing in the folder is ever unpickled or
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
 import shutil
@@ -60,19 +65,18 @@ class ModelCache:
 
     def lookup(self, name: str, key: str, repo: Path, workdir: Path) -> ModelResult | None:
         """The cached result of `name` at fingerprint `key`, or None (the model must run)."""
-        folder = self.root / name / key
-        if not self.read or not (folder / "entry.json").exists():
+        if not self.read:
             return None
-        try:
-            entry = self._entry(folder, name, key)
-            if not _unchanged(entry["files_read"], repo):
-                return None
-            return self._result(entry, folder, workdir)
-        except (CorruptEntry, OSError, KeyError, TypeError, ValueError) as error:
-            self.notify(f"cache: ignoring the entry for {name} ({_reason(error)}); "
-                        "checking it again")
-            _discard(folder)  # so this run's fresh result can take its place
-            return None
+        for folder in sorted((self.root / name / key).glob("[!.]*")):
+            try:
+                entry = self._entry(folder, name, key)
+                if _unchanged(entry["files_read"], repo):
+                    return self._result(entry, folder, workdir)
+            except (CorruptEntry, OSError, KeyError, TypeError, ValueError) as error:
+                self.notify(f"cache: ignoring the entry for {name} ({_reason(error)}); "
+                            "checking it again")
+                _discard(folder)  # so this run's fresh result can take its place
+        return None
 
     def _entry(self, folder: Path, name: str, key: str) -> dict[str, Json]:
         try:
@@ -107,11 +111,13 @@ class ModelCache:
         """Keep a worker's result; a failure to write only costs the next run its speed-up."""
         if any(f.code in UNCACHED_CODES for f in result.findings):
             return
-        final = self.root / result.name / key
+        final = self.root / result.name / key / _digest(result.files_read)
         try:
             final.parent.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=final.parent))
             self._write(staging, key, result, seconds)
+            if not self.read and final.exists():
+                _discard(final)  # --no-cache: this run's result replaces the old one
             try:
                 os.rename(staging, final)
             except OSError:  # another run put the same entry there first
@@ -134,7 +140,7 @@ class ModelCache:
     def durations(self) -> dict[str, float]:
         """Each model's duration in its newest readable entry (what --shard balances by)."""
         found: dict[str, tuple[str, float]] = {}
-        for path in sorted(self.root.glob("*/*/entry.json")):
+        for path in sorted(self.root.glob("*/*/*/entry.json")):
             try:
                 entry = json.loads(path.read_text(encoding="utf-8"))
                 when, seconds = str(entry["provenance"]["created"]), float(entry["seconds"])
@@ -155,6 +161,11 @@ def _unchanged(files_read: dict[str, Json], repo: Path) -> bool:
         if file_sha256(root / relative) != digest:
             return False
     return True
+
+
+def _digest(files_read: dict[str, str]) -> str:
+    text = json.dumps(files_read, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
 
 
 def _discard(folder: Path) -> None:

@@ -70,7 +70,10 @@ def run_action(environ: Mapping[str, str], *, check: Check, client_factory: Clie
 
 
 def _action(session: Session, check: Check, merge: Merge | None) -> int:
-    if session.inputs.merge_reports and merge is not None:
+    if session.inputs.merge_reports:
+        if merge is None:  # a caller that cannot merge must not run the check instead
+            raise InputError('input "merge-reports" is set, but this entry point cannot merge '
+                             "reports. Run the action (`onnx-parity action`).")
         return publish_outcome(session, run_merge(session, merge), logs=False)
     if session.inputs.comment_from_report:
         report = inside(session.event.workspace, session.inputs.comment_from_report,
