@@ -76,7 +76,7 @@ def test_exit_2_for_a_configuration_mistake_without_starting_a_worker(tmp_path: 
         'onnx-parity: onnx-parity.toml: model "m": key "atoll": unknown key; did you mean '
         '"atol"? Valid keys here: name, factory, weights, inputs, outputs, dynamic-axes, '
         "allow-warnings, opset, exporter, atol, rtol, batch-sizes, timeout-seconds, "
-        "memory-limit-mb.")
+        "memory-limit-mb, drift-warning-ratio.")
 
 
 def test_an_output_folder_that_cannot_be_written_stops_before_any_model_runs(
