@@ -6,7 +6,9 @@ Measures whole commands (subprocess wall time, interpreter start and imports inc
   * `onnx-parity check --model small-cnn --model spectrum` (the example's passing models)
     against bench/bare_check.py on the same models, alternating which goes first;
   * `onnx-parity --help`;
-  * all five example models with `--jobs 1` against `--jobs 2`.
+  * all five example models with `--jobs 1` against `--jobs 2`;
+  * runs that scale (bench/scaling.py): four models and three tiny transformers models at
+    `--jobs 1` and `--jobs 2` against the bare check, and the result cache's warm re-run.
 Prints a plain-text table (median, min, runs; the ratio of medians) and where onnx-parity's
 time went (from its progress lines and report.json), and writes the same as JSON.
 """
@@ -92,6 +94,7 @@ class Figures:
     jobs1_profile: dict[str, float]
     jobs2_profile: dict[str, float]
     notes: list[str] = field(default_factory=list)
+    scaling: Any = None  # bench/scaling.py's Scaling (imported late: it imports this module)
 
     @property
     def overhead_ratio(self) -> float:
@@ -123,6 +126,7 @@ class Figures:
             "bare_profile": self.bare_profile,
             "jobs1_profile": self.jobs1_profile, "jobs2_profile": self.jobs2_profile,
             "notes": self.notes,
+            "scaling": self.scaling.as_json() if self.scaling is not None else None,
         }
 
 
@@ -295,6 +299,9 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
     # Three of the five models fail on purpose: exit 1 is the expected verdict.
     jobs = [Runner(functools.partial(_all_models, repo, n), (0, 1), workspace) for n in (1, 2)]
     jobs1_runs, jobs2_runs = alternate(jobs, repeat)
+    from scaling import measure_scaling  # imported late: it imports this module
+
+    scaling = measure_scaling(repeat, workspace)
     found["load_average_after"] = os.getloadavg()
     return Figures(
         machine=found,
@@ -311,6 +318,7 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
         jobs1_profile=median_profile([parity_profile(run) for run in jobs1_runs]),
         jobs2_profile=median_profile([parity_profile(run) for run in jobs2_runs]),
         notes=_notes(found),
+        scaling=scaling,
     )
 
 
@@ -331,7 +339,10 @@ def _notes(found: dict[str, Any]) -> list[str]:
 
 
 def render(figures: Figures) -> str:
+    from scaling import render_scaling
+
     lines = [*_table(figures), *_verdicts(figures), "", *_profiles(figures)]
+    lines += render_scaling(figures.scaling) if figures.scaling is not None else []
     return "\n".join([*lines, *(f"note: {note}" for note in figures.notes)]) + "\n"
 
 

@@ -70,6 +70,16 @@ def test_a_shard_that_names_no_part_is_refused(text: str) -> None:
     assert parse_shard(" 2 / 4 ", "--shard") == Shard(2, 4)
 
 
+def test_a_bad_shard_on_the_command_line_is_exit_2_before_any_worker(tmp_path: Path) -> None:
+    repo = copy_repo(tmp_path / "repo")
+    done = run_cli("check", "--config", CONFIG, "--shard", "3/2", cwd=repo, out=tmp_path / "out")
+    assert done.code == 2 and done.stdout == ""
+    assert done.stderr.strip() == ('onnx-parity: --shard is "3/2": write K/N with 1 <= K <= N, '
+                                   "e.g. 2/4 for the second of four shards (a CI matrix of "
+                                   "shard: [1, 2, 3, 4]).")
+    assert not (tmp_path / "out").exists()
+
+
 # -- merge through the real CLI ---------------------------------------------------------------
 
 
