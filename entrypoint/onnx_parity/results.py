@@ -54,13 +54,6 @@ class Provenance:
     commit: str | None = None  # GITHUB_SHA of that run, when it ran in Actions
     run_id: str | None = None  # GITHUB_RUN_ID of that run
 
-    @property
-    def label(self) -> str:
-        parts = [self.created]
-        parts += [f"commit {self.commit[:12]}"] if self.commit else []
-        parts += [f"run {self.run_id}"] if self.run_id else []
-        return ", ".join(parts)
-
 
 @dataclass(frozen=True)
 class BaseFigures:
