@@ -77,10 +77,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repo", type=Path, required=True)
     parser.add_argument("--model", action="append", required=True, metavar="NAME")
+    parser.add_argument("--config", type=Path, default=None,
+                        help="configuration file (default: onnx-parity.toml in --repo)")
     args = parser.parse_args()
     repo = args.repo.resolve()
     sys.path.insert(0, str(repo))
-    config = tomllib.loads((repo / "onnx-parity.toml").read_text(encoding="utf-8"))
+    config_path = args.config or repo / "onnx-parity.toml"
+    config = tomllib.loads(config_path.read_text(encoding="utf-8"))
     entries = {entry["name"]: entry for entry in config["model"]}
     print(f"imports: {IMPORTED - STARTED:.2f} s", flush=True)
     worst = {name: check(entries[name], repo) for name in args.model}

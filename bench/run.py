@@ -8,7 +8,10 @@ Measures whole commands (subprocess wall time, interpreter start and imports inc
   * `onnx-parity --help`;
   * all example models with `--jobs 1` against `--jobs 2`;
   * the example's failing model that gets localised (`spectral-head`), alone: the cost of
-    finding its first diverging node against the model's own check time.
+    finding its first diverging node against the model's own check time;
+  * the example's CNN with its deployment variants (examples/seed-failures/variants.toml);
+  * runs that scale (bench/scaling.py): four models and three tiny transformers models at
+    `--jobs 1` and `--jobs 2` against the bare check, and the result cache's warm re-run.
 Prints a plain-text table (median, min, runs; the ratio of medians) and where onnx-parity's
 time went (from its progress lines and report.json), and writes the same as JSON.
 """
@@ -104,6 +107,7 @@ class Figures:
     failing: Series | None = None
     failing_profile: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    scaling: Any = None  # bench/scaling.py's Scaling (imported late: it imports this module)
 
     @property
     def localisation(self) -> tuple[float, float] | None:
@@ -152,6 +156,7 @@ class Figures:
                                       strict=True)) if self.localisation else None),
             "localisation_aim": LOCALISATION_AIM,
             "notes": self.notes,
+            "scaling": self.scaling.as_json() if self.scaling is not None else None,
         }
 
 
@@ -344,6 +349,9 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
     (variant_runs,) = alternate((variants,), repeat)
     failing = Runner(lambda out: check_command(repo, out, (FAILING_MODEL,), 1), (1,), workspace)
     failing_runs = [failing() for _ in range(repeat)]
+    from scaling import measure_scaling  # imported late: it imports this module
+
+    scaling = measure_scaling(repeat, workspace)
     found["load_average_after"] = os.getloadavg()
     return Figures(
         machine=found,
@@ -364,6 +372,7 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
         jobs2_profile=median_profile([parity_profile(run) for run in jobs2_runs]),
         variants_profile=median_profile([variants_profile(run) for run in variant_runs]),
         notes=_notes(found),
+        scaling=scaling,
     )
 
 
@@ -384,7 +393,10 @@ def _notes(found: dict[str, Any]) -> list[str]:
 
 
 def render(figures: Figures) -> str:
+    from scaling import render_scaling
+
     lines = [*_table(figures), *_verdicts(figures), "", *_profiles(figures)]
+    lines += render_scaling(figures.scaling) if figures.scaling is not None else []
     return "\n".join([*lines, *(f"note: {note}" for note in figures.notes)]) + "\n"
 
 

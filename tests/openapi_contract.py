@@ -15,10 +15,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import subprocess
-import tarfile
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -26,6 +22,8 @@ from typing import Any
 import jsonschema
 from referencing import Registry
 from referencing.jsonschema import DRAFT4
+
+from npm_packages import PackageUnavailable, npm_member
 
 PACKAGE = "@octokit/openapi"
 VERSION = "23.0.2"
@@ -41,8 +39,8 @@ OPERATIONS = {
 DOC_URI = "urn:onnx-parity:github-openapi"
 
 
-class ContractUnavailable(Exception):
-    """The OpenAPI description could not be obtained; the text says why and what to install."""
+# The OpenAPI description could not be obtained; the text says why and what to install.
+ContractUnavailable = PackageUnavailable
 
 
 @dataclass(frozen=True)
@@ -127,28 +125,9 @@ def load_contract(cache: Path = CACHE) -> Contract:
 
 
 def _download(cache: Path) -> dict:
-    npm = shutil.which("npm")
-    if npm is None:
-        raise ContractUnavailable(
-            f"npm is not installed, so GitHub's OpenAPI description ({PACKAGE}@{VERSION}) "
-            "cannot be fetched and the fake GitHub cannot be checked against it. Install "
-            "Node.js/npm (CI has it) and run the tests again.")
-    with tempfile.TemporaryDirectory(dir=cache) as scratch:
-        done = subprocess.run(
-            [npm, "pack", f"{PACKAGE}@{VERSION}", "--pack-destination", scratch,
-             "--loglevel", "error"],
-            capture_output=True, text=True, timeout=300, cwd=scratch)
-        tarballs = list(Path(scratch).glob("*.tgz"))
-        if done.returncode != 0 or not tarballs:
-            raise ContractUnavailable(
-                f"`npm pack {PACKAGE}@{VERSION}` failed (exit {done.returncode}): "
-                f"{(done.stderr or done.stdout).strip()[-800:]}. The contract tests need the npm "
-                "registry; check the network or npm's registry configuration.")
-        with tarfile.open(tarballs[0]) as archive:
-            member = archive.extractfile(MEMBER)
-            if member is None:
-                raise ContractUnavailable(f"{tarballs[0].name} has no {MEMBER}")
-            return json.load(member)
+    text = npm_member(PACKAGE, VERSION, MEMBER, cache,
+                      "the fake GitHub cannot be checked against GitHub's OpenAPI description")
+    return json.loads(text)
 
 
 def cut(full: dict) -> dict:

@@ -149,3 +149,13 @@ def test_readme_documents_every_configuration_key():
     missing = [key for key in keys if f"`{key}`" not in text]
     assert "`[[model]]`" in text
     assert not missing, f"README.md does not document the configuration keys {missing}"
+
+
+def test_the_readme_shows_the_example_comment_byte_for_byte() -> None:
+    """"The PR comment, as it looks" is tests/expected/seed-failures.full.md, as it says."""
+    text = readme()
+    start = text.index("(`tests/expected/seed-failures.full.md`,")
+    start = text.index("rendered:\n\n", start) + len("rendered:\n\n")
+    end = text.index("\n## ", start)
+    expected = (ROOT / "tests" / "expected" / "seed-failures.full.md").read_text(encoding="utf-8")
+    assert text[start:end] == expected

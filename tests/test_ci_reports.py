@@ -8,17 +8,18 @@ test_action_flow.py (the action's outputs).
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from junitparser import Failure, JUnitXml
+from junitparser import Failure, JUnitXml, Skipped
 
 from ci_schemas import junit_errors, sarif_errors
 from onnx_parity.findings import CATALOGUE, Finding, Severity
 from onnx_parity.report.junit import render_junit
 from onnx_parity.report.sarif import render_sarif
 from onnx_parity.report.serialization import run_from_json
-from onnx_parity.results import ModelResult, RunResult, StepTiming
+from onnx_parity.results import ModelResult, Provenance, RunResult, StepTiming
 
 EXPECTED = Path(__file__).resolve().parent / "expected"
 
@@ -162,3 +163,26 @@ def test_junit_keeps_warnings_and_notes_in_system_out_and_any_text_well_formed(
     assert "warning tracer-warning at lib.py:4: inside transformers" in case.system_out
     [failure] = case.result
     assert failure.message == "onnxruntime said <b>&[31m</b> ]]>"
+
+
+def test_junit_skips_a_cached_pass_and_keeps_a_cached_failure_a_failure(tmp_path: Path) -> None:
+    origin = Provenance("2026-11-30T08:00:00Z", commit="0123456789abcdef0123", run_id="42")
+    mismatch = Finding("parity-mismatch", "max abs diff 1e-2 > atol 1e-5", file="m.py", line=3)
+    run = RunResult("onnx-parity.toml", {}, (
+        replace(model("reused"), cached_from=origin),
+        replace(model("reused-failing", mismatch), cached_from=origin),
+        model("checked")))
+    path = write_junit(run, tmp_path)
+    assert junit_errors(path) == []
+    [suite] = list(JUnitXml.fromfile(str(path)))
+    assert (suite.tests, suite.failures, suite.skipped) == (3, 1, 1)
+    cases = {case.name: case for case in suite}
+    [skipped] = cases["reused"].result
+    assert isinstance(skipped, Skipped)
+    assert skipped.message == ("not re-run: nothing it reads changed, so its passing result was "
+                               "reused from the cache (measured 2026-11-30T08:00:00Z, commit "
+                               "0123456789ab, run 42)")
+    [failure] = cases["reused-failing"].result
+    assert isinstance(failure, Failure) and failure.type == "parity-mismatch"
+    assert "its failing result was reused from the cache" in cases["reused-failing"].system_out
+    assert cases["checked"].is_passed and not cases["checked"].result

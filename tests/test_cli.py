@@ -83,7 +83,7 @@ def test_exit_2_for_a_configuration_mistake_without_starting_a_worker(tmp_path: 
         '"atol"? Valid keys here: name, factory, weights, inputs, outputs, dynamic-axes, '
         "allow-warnings, opset, exporter, atol, rtol, batch-sizes, timeout-seconds, "
         "memory-limit-mb, runtime-optimization, variants, calibration, min-sqnr-db, "
-        "min-top1-agreement, axis-sizes.")
+        "min-top1-agreement, drift-warning-ratio, axis-sizes.")
 
 
 def test_an_output_folder_that_cannot_be_written_stops_before_any_model_runs(

@@ -178,6 +178,14 @@ CATALOGUE: dict[str, CodeInfo] = {
         "Nothing to do if the order is right; name the inputs after forward's parameters to "
         "bind them by name.",
     ),
+    "drift-regression": CodeInfo(
+        Severity.WARNING,
+        "the model still passes, but its max abs diff grew more than `drift-warning-ratio` "
+        "times over the baseline (and above atol / 10)",
+        "Find what this change did to the model or its export (the comparison table names the "
+        "output and batch size); if the new figure is expected, raise `drift-warning-ratio` "
+        "for this model.",
+    ),
 }
 
 

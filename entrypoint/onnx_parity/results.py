@@ -142,6 +142,24 @@ class Divergence:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """The run that measured a result the cache handed back (report.json `cached_from`)."""
+
+    created: str  # UTC, ISO 8601, to the second
+    commit: str | None = None  # GITHUB_SHA of that run, when it ran in Actions
+    run_id: str | None = None  # GITHUB_RUN_ID of that run
+
+
+@dataclass(frozen=True)
+class BaseFigures:
+    """The same model in the baseline report (the base branch's report.json)."""
+
+    passed: bool
+    max_abs_diff: float | None
+    error_codes: tuple[str, ...]  # the codes of its error findings, once each
+
+
+@dataclass(frozen=True)
 class ModelResult:
     name: str
     exporter: str | None
@@ -168,10 +186,20 @@ class ModelResult:
     variants: tuple[VariantResult, ...] = ()
     # Wall time of the model's check in its worker (None: not measured, e.g. an older report).
     seconds: float | None = None
+    # Repository files the worker opened or imported -> sha256 (the cache's fingerprint).
+    files_read: dict[str, str] = field(default_factory=dict)
+    # Set when the result came from the cache instead of a worker.
+    cached_from: Provenance | None = None
+    # The model in the baseline report; None without a baseline or for a new model.
+    base: BaseFigures | None = None
 
     @property
     def passed(self) -> bool:
         return all(finding.severity != Severity.ERROR for finding in self.findings)
+
+    @property
+    def cached(self) -> bool:
+        return self.cached_from is not None
 
     @property
     def max_abs_diff(self) -> float | None:
@@ -193,10 +221,40 @@ class ModelResult:
 
 
 @dataclass(frozen=True)
+class Shard:
+    """`--shard K/N`: the K-th of N deterministic parts of the configured models (1-based)."""
+
+    index: int
+    count: int
+
+    @property
+    def label(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+@dataclass(frozen=True)
+class Baseline:
+    """The report this run was compared with (`--baseline`), as far as the comment shows it."""
+
+    tool_version: str
+    config_path: str
+    removed_models: tuple[str, ...]  # configured there, not here
+    notes: tuple[str, ...] = ()  # e.g. another configuration or tool version
+
+
+@dataclass(frozen=True)
 class RunResult:
     config_path: str
     versions: dict[str, str]
     models: tuple[ModelResult, ...]
+    shard: Shard | None = None
+    # Every configured model, in configuration order (a shard checks only some of them).
+    configured_models: tuple[str, ...] = ()
+    # sha256 of the resolved configuration: shards of one run must agree on it.
+    configuration_sha256: str | None = None
+    baseline: Baseline | None = None
+    # How a shard's models were chosen (sha256 of the durations it balanced by; "" by name).
+    shard_plan: str | None = None
 
     @property
     def passed(self) -> bool:

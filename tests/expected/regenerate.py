@@ -48,8 +48,9 @@ def refresh_from_example() -> None:
         command = [sys.executable, "-m", "onnx_parity", "check", "--repo", str(repo),
                    "--out", str(out)]
         done = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=False)
-        if done.returncode != 1:
-            raise SystemExit(f"the example exited {done.returncode}, not 1:\n{done.stderr}")
+        if done.returncode != 1 or not (out / "report.json").is_file():
+            raise SystemExit(f"the example exited {done.returncode} (its verdict is 1, with "
+                             f"report.json):\n{done.stderr}")
         shutil.copyfile(out / "report.json", HERE / "seed-failures.report.json")
 
 

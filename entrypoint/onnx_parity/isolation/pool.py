@@ -76,6 +76,7 @@ class WorkerPool:
         env: Mapping[str, str],
         warm_up: bool = True,
         preload: str | None = None,
+        preimports: Sequence[str] = (),
     ) -> None:
         if ":" not in job_function:
             raise WorkerPoolError(
@@ -88,13 +89,15 @@ class WorkerPool:
         self._jobs = jobs
         self._env = dict(env)
         self._warm_up = warm_up
-        self._preload = preload  # module:function(warm_up) the zygote runs once, or None
+        self._preload = preload  # module:function(warm_up, preimports) run once, or None
+        self._preimports = tuple(preimports)  # data for the preload: installed module names
         self._zygote: ZygoteProcess | None = None
 
     def __enter__(self) -> Self:
         self._workdir.mkdir(parents=True, exist_ok=True)
         self._zygote = ZygoteProcess.start(
-            self._job_function, self._workdir, self._env, self._warm_up, self._preload
+            self._job_function, self._workdir, self._env, self._warm_up, self._preload,
+            self._preimports,
         )
         return self
 

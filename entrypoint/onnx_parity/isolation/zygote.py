@@ -1,8 +1,9 @@
 """The warm parent of every model worker: prepares once, then forks one child per job.
 
 WorkerPool starts it as `python -m onnx_parity.isolation.zygote --job-function M:F --workdir
-DIR [--preload M:F] [--no-warm-up]`. The preload (for onnx-parity: importing torch, onnx,
-onnxruntime and onnxscript and warming up an export, see pipeline/warm_up.py) costs seconds
+DIR [--preload M:F] [--no-warm-up] [--preimport MODULE ...]`. The preload (for onnx-parity:
+importing torch, onnx, onnxruntime and onnxscript and warming up an export, see
+pipeline/warm_up.py; the pre-imports are data it is handed) costs seconds
 once; a child forked afterwards starts from that warm state in milliseconds, and because each
 job gets a fresh copy of it, nothing one job does (seeds, thread counts, default dtype,
 imported modules, monkeypatches) can reach the next one. This package knows nothing of torch.
@@ -28,13 +29,17 @@ from onnx_parity.isolation.protocol import LineBuffer, Message, send
 from onnx_parity.isolation.worker import flush_stdio, import_function, run_worker
 
 
-def _preload(preload: str | None, warm_up: bool) -> str:
-    """Run the pool's preload function (`module:function(warm_up) -> status`), if any."""
+def _preload(preload: str | None, warm_up: bool, preimports: list[str]) -> str:
+    """Run the pool's preload (`module:function(warm_up, preimports) -> status`), if any.
+
+    `preimports` is data the pool was given (names of installed packages to import once);
+    this side imports none of them itself.
+    """
     if not preload:
         return "skipped"
     try:
         function = import_function(preload)
-        return str(function(warm_up))
+        return str(function(warm_up, preimports))
     except Exception as error:  # children will meet the same error and report it per job
         print(
             f"onnx-parity zygote: preload {preload} failed: {error!r}", file=sys.stderr, flush=True
@@ -168,12 +173,14 @@ def main(argv: list[str] | None = None) -> NoReturn:
     parser.add_argument("--workdir", required=True, type=Path)
     parser.add_argument("--preload", default=None, help="module:function(warm_up) run once")
     parser.add_argument("--no-warm-up", action="store_true")
+    parser.add_argument("--preimport", action="append", default=[],
+                        help="handed to the preload: an installed module to import once")
     args = parser.parse_args(argv)
     # Keep the protocol on a private fd; stray prints (ours, torch's) go to stderr, the zygote log.
     protocol_fd = os.dup(1)
     os.dup2(2, 1)
     began = time.monotonic()
-    warm_up = _preload(args.preload, not args.no_warm_up)
+    warm_up = _preload(args.preload, not args.no_warm_up, args.preimport)
     _preimport(args.job_function)
     send(protocol_fd, {"event": "ready", "seconds": time.monotonic() - began, "warm_up": warm_up})
     Zygote(args.job_function, args.workdir, protocol_fd).serve()

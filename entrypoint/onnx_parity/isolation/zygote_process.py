@@ -38,6 +38,7 @@ class ZygoteProcess:
         env: dict[str, str],
         warm_up: bool,
         preload: str | None,
+        preimports: tuple[str, ...] = (),
     ) -> ZygoteProcess:
         log = workdir / "zygote.log"
         command = [
@@ -49,6 +50,7 @@ class ZygoteProcess:
         ]
         command += ["--workdir", str(workdir)] + ([] if warm_up else ["--no-warm-up"])
         command += ["--preload", preload] if preload else []
+        command += [part for entry in preimports for part in ("--preimport", entry)]
         with log.open("wb") as stderr:
             process = subprocess.Popen(
                 command,

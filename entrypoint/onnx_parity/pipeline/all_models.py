@@ -1,14 +1,16 @@
 """Run every configured model, each in its own worker, and gather one RunResult.
 
 This side never imports torch: the workers do. Whatever happens to a worker, every model
-ends up in the result, with the evidence that was gathered.
+ends up in the result, with the evidence that was gathered. With a cache, a model whose
+fingerprint matches an entry reuses it and starts no worker; when none has to run, no pool
+(and so no torch) is started at all.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -18,6 +20,11 @@ from onnx_parity.credentials import without_credentials
 from onnx_parity.findings import Finding
 from onnx_parity.isolation.pool import Job, JobOutcome, WorkerFailure
 from onnx_parity.locations import scrub_paths, source_line
+from onnx_parity.pipeline.cache.entries import ModelCache
+from onnx_parity.pipeline.cache.fingerprint import environment, fingerprint_key
+from onnx_parity.pipeline.one_model import ModelJob
+from onnx_parity.pipeline.preimports import installed_imports
+from onnx_parity.pipeline.threads import thread_budget
 from onnx_parity.pipeline.torch_pool import TorchWorkerPool
 from onnx_parity.pipeline.worker_failures import worker_finding
 from onnx_parity.results import ModelResult, RunResult
@@ -48,25 +55,62 @@ def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
 
 def run_models(settings: Settings, specs: tuple[ModelSpec, ...], workdir: Path, jobs: int,
                environ: Mapping[str, str], on_event: EventSink,
-               on_model: ModelSink | None = None) -> RunResult:
-    """Every model in `specs`, in that order; `on_model` gets each result as it is ready."""
-    pool_jobs = [
-        Job(spec.name, (spec, settings.repo), spec.timeout_seconds, spec.memory_limit_mb)
-        for spec in specs
-    ]
-    by_name = {spec.name: spec for spec in specs}
-    finished: dict[str, ModelResult] = {}
+               on_model: ModelSink | None = None,
+               cache: ModelCache | None = None) -> RunResult:
+    """Every model in `specs`, in that order; `on_model` gets each result as it is ready.
+
+    With a cache, a model whose fingerprint matches an entry reuses it and starts no worker.
+    """
+    keys = _fingerprints(specs, settings.repo) if cache else {}
+    reused = _cached(specs, keys, cache, settings.repo, workdir, on_event)
+    for result in reused.values():
+        if on_model is not None:
+            on_model(result)
+    missing = tuple(spec for spec in specs if spec.name not in reused)
+    by_name = {spec.name: spec for spec in missing}
+    fresh: dict[str, ModelResult] = {}
 
     def collect(outcome: JobOutcome) -> None:
-        finished[outcome.key] = finish(by_name[outcome.key], outcome, settings.repo, workdir)
+        spec = by_name[outcome.key]
+        fresh[spec.name] = finish(spec, outcome, settings.repo, workdir)
+        if cache is not None and outcome.failure is None:
+            cache.store(keys[spec.name], fresh[spec.name], outcome.seconds)
         if on_model is not None:
-            on_model(finished[outcome.key])
+            on_model(fresh[spec.name])
 
-    with TorchWorkerPool(JOB_FUNCTION, workdir, max(1, min(jobs, len(specs))),
-                         worker_environment(environ)) as pool:
-        pool.run(pool_jobs, on_event, collect)
-    models = tuple(finished[spec.name] for spec in specs)
+    _run_workers(settings, missing, workdir, jobs, environ, on_event, collect)
+    models = tuple(reused.get(spec.name) or fresh[spec.name] for spec in specs)
     return RunResult(settings.relative(settings.config_path), versions(), models)
+
+
+def _fingerprints(specs: Sequence[ModelSpec], repo: Path) -> dict[str, str]:
+    env = environment()
+    return {spec.name: fingerprint_key(spec, repo, env) for spec in specs}
+
+
+def _cached(specs: Sequence[ModelSpec], keys: dict[str, str], cache: ModelCache | None,
+            repo: Path, workdir: Path, on_event: EventSink) -> dict[str, ModelResult]:
+    found: dict[str, ModelResult] = {}
+    for spec in specs:
+        hit = cache.lookup(spec.name, keys[spec.name], repo, workdir) if cache else None
+        if hit is not None:
+            found[spec.name] = hit
+            on_event(spec.name, "cached", 0.0)
+    return found
+
+
+def _run_workers(settings: Settings, specs: tuple[ModelSpec, ...], workdir: Path, jobs: int,
+                 environ: Mapping[str, str], on_event: EventSink,
+                 on_outcome: Callable[[JobOutcome], None]) -> list[JobOutcome]:
+    if not specs:
+        return []
+    slots = max(1, min(jobs, len(specs)))
+    threads = thread_budget(slots)
+    pool_jobs = [Job(spec.name, ModelJob(spec, settings.repo, threads), spec.timeout_seconds,
+                     spec.memory_limit_mb) for spec in specs]
+    with TorchWorkerPool(JOB_FUNCTION, workdir, slots, worker_environment(environ),
+                         preimports=installed_imports(specs, settings.repo)) as pool:
+        return pool.run(pool_jobs, on_event, on_outcome)
 
 
 def finish(spec: ModelSpec, outcome: JobOutcome, repo: Path, workdir: Path) -> ModelResult:

@@ -8,6 +8,7 @@ finding: it calls each stage in order and keeps the ledger.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import sys
 import time
@@ -26,6 +27,8 @@ from onnx_parity.models.factory import LoadedModel, build_model
 from onnx_parity.models.load_errors import LoadError, load_finding
 from onnx_parity.models.reference import ReferenceFailure
 from onnx_parity.models.samples import SampleSet, load_samples
+from onnx_parity.pipeline.cache.reads import record_reads
+from onnx_parity.pipeline.threads import use_torch_threads
 from onnx_parity.results import (
     Divergence,
     ExportAttempt,
@@ -45,6 +48,15 @@ from onnx_parity.verification.verified import Exported, Verified, verify_model
 Progress = Callable[[str], None]
 SKIPPED = ("the fp32 model did not pass, so no variant was built from it: fix its findings "
            "first (a variant is only worth checking against a verified fp32 baseline)")
+
+
+@dataclass(frozen=True)
+class ModelJob:
+    """What a worker is handed: the model, the repository, and its share of the cores."""
+
+    spec: ModelSpec
+    repo: Path
+    threads: int = 0  # torch and onnxruntime threads; 0 keeps their defaults
 
 
 @dataclass
@@ -105,20 +117,24 @@ class _Step:
         self.ledger.steps.append(StepTiming(self.name, time.perf_counter() - self.started))
 
 
-def run_model(payload: tuple[ModelSpec, Path], workdir: Path, progress: Progress) -> ModelResult:
-    spec, repo = payload
+def run_model(job: ModelJob, workdir: Path, progress: Progress) -> ModelResult:
+    spec, repo = job.spec, job.repo
+    reads = record_reads(repo)
     _tolerant_console()
+    if job.threads:
+        print(f"onnx-parity: {use_torch_threads(job.threads)}; onnxruntime {job.threads}")
     ledger = Ledger(spec)
     try:
-        _stages(spec, repo, workdir, ledger, Timer(ledger, progress, time.monotonic()))
+        _stages(job, workdir, ledger, Timer(ledger, progress, time.monotonic()))
     except LoadError as error:
         ledger.findings.append(load_finding(error))
     except ReferenceFailure as error:  # PyTorch cannot run the samples before any export
         ledger.findings.append(reference_finding(error, error.batch_size or 1, repo))
-    return ledger.result()
+    return dataclasses.replace(ledger.result(), files_read=reads.snapshot())
 
 
-def _stages(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer: Timer) -> None:
+def _stages(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
+    spec, repo = job.spec, job.repo
     with timer.step("load samples"):
         samples = _load(spec, repo, ledger)
     with timer.step("build model"):
@@ -133,7 +149,7 @@ def _stages(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer: T
         return
     _save_model(outcome.model_bytes, workdir, ledger)
     with timer.step("verify"):
-        verified = _verify(loaded, bound, samples, outcome, spec, repo, ledger)
+        verified = _verify(loaded, bound, samples, outcome, spec, repo, ledger, job.threads)
     failure = localise.target(verified.findings, verified.failed)
     if failure is not None:
         with timer.step("localise"):
@@ -143,30 +159,32 @@ def _stages(spec: ModelSpec, repo: Path, workdir: Path, ledger: Ledger, timer: T
     ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
     if spec.variants:
         with timer.step("variants"):
-            _variants(outcome.model_bytes, verified, spec, repo, workdir, ledger)
+            _variants(outcome.model_bytes, verified, job, workdir, ledger)
 
 
-def _variants(model_bytes: bytes, verified: Verified, spec: ModelSpec, repo: Path,
-              workdir: Path, ledger: Ledger) -> None:
+def _variants(model_bytes: bytes, verified: Verified, job: ModelJob, workdir: Path,
+              ledger: Ledger) -> None:
     """Deployment variants, built only from an fp32 model that passed."""
+    spec = job.spec
     if any(finding.severity == Severity.ERROR for finding in ledger.findings):
         checked = skipped_variants(spec, len(model_bytes), SKIPPED)
     else:
         folder = workdir / f"{spec.name}.variants"
-        checked = check_variants(model_bytes, verified.runs, verified.bound, spec, repo, folder)
+        checked = check_variants(model_bytes, verified.runs, verified.bound, spec, job.repo,
+                                 folder, job.threads)
     ledger.variants += checked.results
     ledger.findings += checked.findings
 
 
 def _verify(loaded: LoadedModel, bound: BoundInputs, samples: SampleSet, outcome: ExportOutcome,
-            spec: ModelSpec, repo: Path, ledger: Ledger) -> Verified:
+            spec: ModelSpec, repo: Path, ledger: Ledger, threads: int) -> Verified:
     assert outcome.model_bytes is not None  # only an exported model is verified
     facts = inspect_model(outcome.model_bytes)
     ledger.opset = facts.opset
     ledger.findings += model_findings(facts, spec)
     exported = Exported(outcome.model_bytes, facts, outcome.export_batch, outcome.frozen,
                         outcome.findings)
-    return verify_model(loaded.module, exported, bound, samples.golden, spec, repo)
+    return verify_model(loaded.module, exported, bound, samples.golden, spec, repo, threads)
 
 
 def _localise(loaded: LoadedModel, bound: BoundInputs, outcome: ExportOutcome,
@@ -220,4 +238,4 @@ def _tolerant_console() -> None:
 def run_in_process(spec: ModelSpec, repo: Path, workdir: Path,
                    progress: Progress = lambda step: None) -> ModelResult:
     """For tests: the same job without a worker process (build_model seeds as usual)."""
-    return run_model((spec, repo), workdir, progress)
+    return run_model(ModelJob(spec, repo), workdir, progress)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from onnx_parity.isolation.pool import Job, JobOutcome, WorkerPool, WorkerPoolError
@@ -15,5 +15,6 @@ class TorchWorkerPool(WorkerPool):
     """WorkerPool with the torch preload: every worker starts with torch imported and warm."""
 
     def __init__(self, job_function: str, workdir: Path, jobs: int, env: Mapping[str, str],
-                 warm_up: bool = True) -> None:
-        super().__init__(job_function, workdir, jobs, env, warm_up=warm_up, preload=PRELOAD)
+                 warm_up: bool = True, preimports: Sequence[str] = ()) -> None:
+        super().__init__(job_function, workdir, jobs, env, warm_up=warm_up, preload=PRELOAD,
+                         preimports=preimports)

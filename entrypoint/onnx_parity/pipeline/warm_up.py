@@ -9,15 +9,20 @@ from __future__ import annotations
 import importlib
 import os
 import sys
-from collections.abc import Iterator
+import time
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 PRELOAD = "onnx_parity.pipeline.warm_up:preload"
 
 
-def preload(warm_up: bool) -> str:
-    """Import the heavy libraries and export once, so every child inherits warm caches."""
+def preload(warm_up: bool, preimports: Sequence[str] = ()) -> str:
+    """Import the heavy libraries and export once, so every child inherits warm caches.
+
+    `preimports` are the installed packages the configured factories import
+    (pipeline/preimports.py), imported here too so each worker finds them loaded.
+    """
     try:
         import onnx  # noqa: F401
         import onnxruntime  # noqa: F401
@@ -26,6 +31,8 @@ def preload(warm_up: bool) -> str:
     except Exception as error:  # children will hit the same error and log it per model
         print(f"onnx-parity zygote: import failed: {error!r}", file=sys.stderr, flush=True)
         return f"failed: {error!r}"
+    with _single_threaded(torch):  # what an import prints goes to the zygote's log
+        _import_installed(preimports)
     if not warm_up:
         return "skipped"
     try:
@@ -62,6 +69,29 @@ def _cache_torchlib_catalogue() -> None:
 
     setattr(get_torchlib_ops, "onnx_parity_cached", True)  # noqa: B010 (a marker, untyped)
     setattr(module, "get_torchlib_ops", get_torchlib_ops)  # noqa: B010 (onnxscript internals)
+
+
+def _import_installed(preimports: Sequence[str]) -> None:
+    """`module` or `module:name,name` (the names are read, which loads lazy packages' classes).
+
+    Only installed packages are named here, never the repository's modules; a failure is left
+    for the worker to meet again and report as the model's own load error.
+    """
+    for entry in preimports:
+        module_name, _, names = entry.partition(":")
+        began = time.perf_counter()
+        try:
+            module = importlib.import_module(module_name)
+            for name in filter(None, names.split(",")):
+                getattr(module, name, None)
+        except (Exception, SystemExit) as error:  # an import may call sys.exit too
+            _log(f"pre-import of {entry} failed: {error!r}")
+            continue
+        _log(f"pre-imported {entry} in {time.perf_counter() - began:.2f} s")
+
+
+def _log(text: str) -> None:
+    print(f"onnx-parity zygote: {text}", file=sys.stderr, flush=True)
 
 
 def _export_tiny_model(torch: Any) -> None:

@@ -9,13 +9,13 @@ from pathlib import Path
 
 from onnx_parity.errors import UserError
 from onnx_parity.report.junit import render_junit
+from onnx_parity.report.records import divergence_record, parity_record, variant_record
 from onnx_parity.report.sarif import render_sarif
 from onnx_parity.report.serialization import (
-    divergence_record,
-    parity_record,
+    ReportFormatError,
+    run_from_json,
     run_to_json,
     variant_file,
-    variant_record,
 )
 from onnx_parity.results import ModelResult, RunResult, VariantResult
 
@@ -55,15 +55,9 @@ def write_outputs(run: RunResult, markdown: str, out: Path,
         out.mkdir(parents=True, exist_ok=True)
         for model in run.models:
             _write_model(run, model.name, out)
-        report_json = out / "report.json"
-        _write_json(report_json, run_to_json(run))
-        report_markdown = out / "report.md"
-        report_markdown.write_text(markdown, encoding="utf-8")
-        report_sarif, report_junit = _write_ci_reports(run, out, source_root)
     except OSError as error:
-        raise OutputError(f"cannot write the report into {out}: {error.strerror or error}. "
-                          "Fix: pass a writable folder with --out.") from None
-    return WrittenReport(out, report_json, report_markdown, report_sarif, report_junit)
+        raise _output_error(out, error) from None
+    return write_report(run, markdown, out, source_root)
 
 
 def _write_ci_reports(run: RunResult, out: Path, source_root: str) -> tuple[Path, Path]:
@@ -104,3 +98,40 @@ def _write_variant(run: RunResult, model: ModelResult, variant: VariantResult, o
 def _write_json(path: Path, document: object) -> None:
     """Strict JSON (no NaN or Infinity: the figures carry them as text), indented."""
     path.write_text(json.dumps(document, indent=2, allow_nan=False) + "\n", encoding="utf-8")
+
+
+def write_report(run: RunResult, markdown: str, out: Path,
+                 source_root: str = "") -> WrittenReport:
+    """The run's own files, no per-model ones (`merge`: the shards' jobs kept those)."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        report_json = out / "report.json"
+        _write_json(report_json, run_to_json(run))
+        report_markdown = out / "report.md"
+        report_markdown.write_text(markdown, encoding="utf-8")
+        report_sarif, report_junit = _write_ci_reports(run, out, source_root)
+    except OSError as error:
+        raise _output_error(out, error) from None
+    return WrittenReport(out, report_json, report_markdown, report_sarif, report_junit)
+
+
+def _output_error(out: Path, error: OSError) -> OutputError:
+    return OutputError(f"cannot write the report into {out}: {error.strerror or error}. "
+                       "Fix: pass a writable folder with --out.")
+
+
+def read_report(path: Path, what: str) -> RunResult:
+    """A report.json written by `check` (a baseline, a shard); `what` names it in messages."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as error:
+        raise ReportFormatError(f"{what} {path}: cannot be read ({error.strerror or error}). "
+                                "Fix: give the path of a report.json that `onnx-parity check` "
+                                "wrote (download or restore it first).") from None
+    except ValueError as error:
+        raise ReportFormatError(f"{what} {path}: not JSON ({error}). Fix: give the report.json "
+                                "that `onnx-parity check` wrote.") from None
+    try:
+        return run_from_json(data)
+    except ReportFormatError as error:
+        raise ReportFormatError(f"{what} {path}: {error}") from None

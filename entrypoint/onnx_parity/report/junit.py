@@ -7,8 +7,8 @@ against the JUnit XSD that pytest validates its own reports with (Jenkins' junit
 vendored under tests/schemas/).
 
 Each case's outcome elements come from `_outcome` alone, and the suite's counts are counted
-from those elements, so a new kind of outcome (e.g. `<skipped>` for a model whose result came
-from a cache) is one branch there.
+from those elements: a passing model whose result came from the cache is `<skipped>` (this run
+did not check it), a cached failure stays a `<failure>`.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from __future__ import annotations
 import xml.etree.ElementTree as ET
 
 from onnx_parity.findings import Finding, Severity
-from onnx_parity.results import ModelResult, RunResult
+from onnx_parity.results import ModelResult, Provenance, RunResult
 
 SUITE = "onnx-parity"
 # Characters XML 1.0 cannot carry at all (a model's message may quote anything).
@@ -54,16 +54,32 @@ def _case(model: ModelResult, config_path: str) -> ET.Element:
     case = ET.Element("testcase", {"name": model.name, "classname": config_path,
                                    "time": _time(model_seconds(model))})
     case.extend(_outcome(model))
-    others = [f for f in model.findings if f.severity != Severity.ERROR]
-    if others:
-        ET.SubElement(case, "system-out").text = _text("\n".join(map(_line, others)))
+    lines = [_line(f) for f in model.findings if f.severity != Severity.ERROR]
+    if model.cached_from is not None and not model.passed:
+        lines.insert(0, _reused(model.cached_from).replace("passing ", "failing "))
+    if lines:
+        ET.SubElement(case, "system-out").text = _text("\n".join(lines))
     return case
 
 
 def _outcome(model: ModelResult) -> list[ET.Element]:
-    """What the case reports: one `<failure>` per error finding, nothing when it passed."""
+    """What the case reports: one `<failure>` per error finding, nothing when it passed.
+
+    A passing model whose result came from the cache is `<skipped>`: this run did not check it.
+    A cached failure stays a failure (the gate fails on it), its origin in `<system-out>`.
+    """
+    if model.cached_from is not None and model.passed:
+        return [ET.Element("skipped", {"message": _text(_reused(model.cached_from))})]
     return [_failure(finding) for finding in model.findings
             if finding.severity == Severity.ERROR]
+
+
+def _reused(origin: Provenance) -> str:
+    measured = ", ".join([f"measured {origin.created}",
+                          *([f"commit {origin.commit[:12]}"] if origin.commit else []),
+                          *([f"run {origin.run_id}"] if origin.run_id else [])])
+    return (f"not re-run: nothing it reads changed, so its passing result was reused from the "
+            f"cache ({measured})")
 
 
 def _failure(finding: Finding) -> ET.Element:

@@ -8,17 +8,19 @@ latency (report/variants_table.py) differ between runs.
 from __future__ import annotations
 
 from onnx_parity.findings import Finding, Severity
+from onnx_parity.report.drift_chart import drift_chart
 from onnx_parity.report.variants_table import variants_section
 from onnx_parity.results import ModelResult, OutputComparison, RunResult
 
 FULL, FINDINGS, TABLE = 2, 1, 0
 STATUS = {True: "✅", False: "❌"}
+CACHED_MARK = " ♻️"
 ICON = {Severity.ERROR: "❌", Severity.WARNING: "⚠️", Severity.NOTE: "ℹ️"}
 
 
 def render_markdown(run: RunResult, *, source_base: str | None = None, detail: int = FULL,
                     footer: str = "") -> str:
-    parts = [_headline(run), "", *_table(run)]
+    parts = [_headline(run), "", *_table(run), *_below_table(run)]
     if detail > TABLE and (variants := variants_section(run)):
         parts += ["", *variants]
     if detail > TABLE:
@@ -35,8 +37,9 @@ def render_markdown(run: RunResult, *, source_base: str | None = None, detail: i
 def _headline(run: RunResult) -> str:
     passed = sum(model.passed for model in run.models)
     verdict = "all pass" if run.passed else f"{len(run.models) - passed} failing"
+    shard = f" (shard {run.shard.label})" if run.shard else ""
     return (f"### {STATUS[run.passed]} ONNX parity: {passed} of {len(run.models)} models pass "
-            f"({verdict}) — `{run.config_path}`")
+            f"({verdict}) — `{run.config_path}`{shard}")
 
 
 def _table(run: RunResult) -> list[str]:
@@ -44,12 +47,18 @@ def _table(run: RunResult) -> list[str]:
             "| Findings |",
             "|---|---|---|---|---|---|---|"]
     rows += [_row(model) for model in run.models]
+    if run.baseline is not None:  # one more column: this run against the base branch's
+        rows[0] += " vs base |"
+        rows[1] += "---|"
+        rows[2:] = [row + f" {vs_base(model)} |" for row, model in zip(rows[2:], run.models,
+                                                                       strict=True)]
     return rows
 
 
 def _row(model: ModelResult) -> str:
-    cells = [STATUS[model.passed], f"`{model.name}`", model.exporter or "—", _opset(model),
-             _diff_cell(model), shapes(model), _codes(model.findings)]
+    cells = [STATUS[model.passed], f"`{model.name}`" + CACHED_MARK * model.cached,
+             model.exporter or "—", _opset(model), _diff_cell(model), shapes(model),
+             _codes(model.findings)]
     return "| " + " | ".join(cells) + " |"
 
 
@@ -76,6 +85,42 @@ def shapes(model: ModelResult) -> str:
     parts += [f"{name} " + ", ".join(str(size) for size in sizes)
               for name, sizes in model.dimension_sizes.items()]
     return " · ".join(parts)
+
+
+def _below_table(run: RunResult) -> list[str]:
+    """The cache legend, the models removed since the baseline and the baseline's notes."""
+    lines = []
+    cached = [model for model in run.models if model.cached]
+    if cached:
+        lines.append(f"{CACHED_MARK.strip()} {len(cached)} of {len(run.models)} models unchanged "
+                     "since an earlier run: their results were reused from the cache.")
+    if run.baseline is not None:
+        removed = ", ".join(f"`{name}`" for name in run.baseline.removed_models)
+        lines += [f"Removed since the base: {removed}."] if removed else []
+        lines += [f"_Note: {_inline(note)}; compared all the same._"
+                  for note in run.baseline.notes]
+    return ["", *"\n\n".join(lines).split("\n")] if lines else []
+
+
+def vs_base(model: ModelResult) -> str:
+    """`2.9e-08 -> 4.1e-06 (x140)`, `new model`, `already failing on base`."""
+    base = model.base
+    if base is None:
+        return "new model"
+    if not base.passed and not model.passed:
+        return "already failing on base"
+    change = f"{_short(base.max_abs_diff)} -> {_short(model.max_abs_diff)}"
+    if base.max_abs_diff and model.max_abs_diff is not None:
+        change += f" (x{_ratio(model.max_abs_diff / base.max_abs_diff)})"
+    return change + (" (failing on base)" if not base.passed else "")
+
+
+def _short(value: float | None) -> str:
+    return "—" if value is None else f"{value:.2g}"
+
+
+def _ratio(value: float) -> str:
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 
 def _opset(model: ModelResult) -> str:
@@ -106,6 +151,8 @@ def _model_section(model: ModelResult, source_base: str | None, detail: int) -> 
     lines = ["<details>", f"<summary>{summary}</summary>", ""]
     for finding in _ordered(model.findings):
         lines += _finding_lines(finding, source_base, detail)
+    if detail == FULL and model.divergence is not None:
+        lines += drift_chart(model.name, model.divergence)
     if detail == FULL and model.comparisons:
         lines += ["", *_comparison_table(model.comparisons)]
     if detail == FULL and model.attempts:

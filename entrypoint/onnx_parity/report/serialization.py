@@ -14,12 +14,18 @@ from typing import Any
 
 from onnx_parity import __version__
 from onnx_parity.errors import UserError
-from onnx_parity.findings import Finding, Severity
+from onnx_parity.findings import Finding
 from onnx_parity.results import (
+    BaseFigures,
+    Baseline,
+    Divergence,
     ExportAttempt,
     ModelResult,
+    NodeCheck,
     OutputComparison,
+    Provenance,
     RunResult,
+    Shard,
     StepTiming,
     VariantComparison,
     VariantResult,
@@ -118,6 +124,11 @@ def run_to_json(run: RunResult) -> dict[str, Json]:
         "passed": run.passed,
         "failed_models": list(run.failed_models),
         "models": [model_to_json(model) for model in run.models],
+        "shard": run.shard.label if run.shard else None,
+        "shard_plan": run.shard_plan,
+        "configured_models": list(run.configured_models),
+        "configuration_sha256": run.configuration_sha256,
+        "baseline": encode(run.baseline),
     }
 
 
@@ -153,6 +164,10 @@ def _model_fields(model: ModelResult) -> dict[str, Json]:
         "dimension_sizes": {name: list(ran) for name, ran in model.dimension_sizes.items()},
         "tolerance_share": number_to_json(model.tolerance_share),
         "variants": [variant_to_json(model, variant) for variant in model.variants],
+        "cached": model.cached,
+        "cached_from": encode(model.cached_from),
+        "baseline": encode(model.base),
+        "divergence": encode(model.divergence),
     }
 
 
@@ -210,15 +225,20 @@ def run_from_json(data: Json) -> RunResult:
                                 f"{SCHEMA_VERSION}. Fix: use the same onnx-parity version in "
                                 "both jobs.")
     try:
-        models = tuple(_model_from_json(item) for item in data["models"])
+        models = tuple(model_from_json(item) for item in data["models"])
         return RunResult(config_path=str(data["config"]), versions=dict(data["versions"]),
-                         models=models)
+                         models=models, shard=shard_from_text(data.get("shard")),
+                         configured_models=tuple(data.get("configured_models") or ()),
+                         configuration_sha256=data.get("configuration_sha256"),
+                         baseline=_baseline_from_json(data.get("baseline")),
+                         shard_plan=data.get("shard_plan"))
     except (KeyError, TypeError, ValueError) as error:
         raise ReportFormatError(f"report.json is incomplete ({error}). Fix: pass the unmodified "
                                 "report.json written by `onnx-parity check`.") from None
 
 
-def _model_from_json(item: dict[str, Json]) -> ModelResult:
+def model_from_json(item: dict[str, Json]) -> ModelResult:
+    """One model of report.json (also what the cache keeps of a result)."""
     return ModelResult(
         name=item["name"], exporter=item["exporter"], requested_opset=item["requested_opset"],
         opset=item["opset"], atol=item["atol"], rtol=item["rtol"],
@@ -234,75 +254,43 @@ def _model_from_json(item: dict[str, Json]) -> ModelResult:
         dimension_sizes={name: tuple(ran)
                          for name, ran in item.get("dimension_sizes", {}).items()},
         seconds=_number(item.get("seconds")),
+        cached_from=Provenance(**item["cached_from"]) if item.get("cached_from") else None,
+        base=_base_from_json(item.get("baseline")),
+        divergence=divergence_from_json(item.get("divergence")),
     )
 
 
-# ---------------------------------------------------------------------------------------------
-# <name>.parity.json: what a later reader needs to trust the exported model file
-
-
-def parity_record(model: ModelResult, versions: dict[str, str],
-                  onnx_file: str | None) -> dict[str, Json]:
-    return {
-        "model": model.name,
-        "passed": model.passed,
-        "tool_version": __version__,
-        "versions": dict(versions),
-        "exporter": model.exporter,
-        "opset": model.opset,
-        "accepted": {"atol": model.atol, "rtol": model.rtol, "rule": RULE},
-        "max_abs_diff_by_batch_size": {
-            str(k): number_to_json(v) for k, v in model.diffs_by_batch().items()
-        },
-        "comparisons": encode(model.comparisons),
-        "onnx_file": onnx_file,
-        "onnx_sha256": model.onnx_sha256,
-        "sample_sha256": dict(model.sample_sha256),
-        "findings": [finding_to_json(f) for f in model.findings],
-        "runtime_optimization": model.runtime_optimization,
-        "axis_sizes": axis_sizes_to_json(model.axis_sizes),
-    }
-
-
-# ---------------------------------------------------------------------------------------------
-# <name>.divergence.json: every intermediate value compared for a failing model, in graph order
-
-
-def divergence_record(model: ModelResult) -> dict[str, Json] | None:
-    divergence = model.divergence
-    if divergence is None:
+def divergence_from_json(data: Json) -> Divergence | None:
+    """Every node compared for a localised failure (the comment's drift chart needs them)."""
+    if not data:
         return None
-    first = divergence.first
-    return {
-        "model": model.name,
-        "tool_version": __version__,
-        "exporter": divergence.exporter,
-        "output": divergence.output,
-        "batch_size": divergence.batch_size,
-        "input_shapes": {k: list(v) for k, v in divergence.input_shapes.items()},
-        "runtime_optimization": divergence.optimization,
-        "accepted": {"atol": divergence.atol, "rtol": divergence.rtol, "rule": RULE},
-        "first_divergence": first.node if first else None,
-        "unlocalised": divergence.unlocalised,
-        "nodes_compared": len(divergence.nodes),
-        "nodes_skipped": divergence.nodes_skipped,
-        "seconds": divergence.seconds,
-        "nodes": encode(divergence.nodes),
-    }
+    nodes = tuple(NodeCheck(**{**node, "max_abs_diff": _number(node["max_abs_diff"]),
+                               "max_rel_diff": _number(node["max_rel_diff"])})
+                  for node in data["nodes"])
+    fields = {**data, "nodes": nodes,
+              "input_shapes": {k: tuple(v) for k, v in data["input_shapes"].items()},
+              "inputs_max_abs_diff": _number(data.get("inputs_max_abs_diff"))}
+    return Divergence(**fields)
 
 
-def variant_record(model: ModelResult, variant: VariantResult,
-                   versions: dict[str, str]) -> dict[str, Json]:
-    """`<model>.<variant>.parity.json`: what the variant was made from, how, and its figures."""
-    found = variant_findings(model, variant.name)
-    return {
-        "model": model.name,
-        "variant": variant.name,
-        "passed": all(f.severity != Severity.ERROR for f in found),
-        "tool_version": __version__,
-        "versions": dict(versions),
-        "made_from": {"onnx_file": f"{model.name}.onnx", "onnx_sha256": model.onnx_sha256},
-        **{key: value for key, value in variant_to_json(model, variant).items()
-           if key not in ("findings", "name")},
-        "findings": [finding_to_json(f) for f in found],
-    }
+def _base_from_json(data: Json) -> BaseFigures | None:
+    if not data:
+        return None
+    return BaseFigures(passed=bool(data["passed"]), max_abs_diff=_number(data["max_abs_diff"]),
+                       error_codes=tuple(data["error_codes"]))
+
+
+def _baseline_from_json(data: Json) -> Baseline | None:
+    if not data:
+        return None
+    return Baseline(tool_version=str(data["tool_version"]), config_path=str(data["config_path"]),
+                    removed_models=tuple(data["removed_models"]),
+                    notes=tuple(data.get("notes", ())))
+
+
+def shard_from_text(text: Json) -> Shard | None:
+    """"K/N" as report.json writes it (None: not a shard)."""
+    if not text:
+        return None
+    index, _, count = str(text).partition("/")
+    return Shard(int(index), int(count))

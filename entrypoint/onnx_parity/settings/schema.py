@@ -43,6 +43,7 @@ CALIBRATIONS = ("minmax", "entropy", "percentile")
 # onnxruntime's graph optimization levels, lowest first; "all" is onnxruntime's own default.
 OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
 DEFAULT_OPTIMIZATION = "all"
+DEFAULT_DRIFT_WARNING_RATIO = 10.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -167,6 +168,16 @@ def optimization_value(value: object, where: str) -> str:
     return value
 
 
+def drift_ratio_value(value: object, where: str) -> float:
+    number = finite_number(value, where, "a number, e.g. drift-warning-ratio = 10")
+    if number < 1:
+        raise ConfigError(
+            f"{where}: {number} is below 1. Use how many times the max abs diff may grow over "
+            f"the baseline before a drift-regression warning, e.g. {DEFAULT_DRIFT_WARNING_RATIO:g}."
+        )
+    return float(number)
+
+
 # ---------------------------------------------------------------------------------------------
 # The settings
 
@@ -221,6 +232,8 @@ class ModelSpec:
     calibration: str = setting("calibration", "minmax", calibration_value)
     min_sqnr_db: float | None = setting("min-sqnr-db", None, sqnr_value)
     min_top1_agreement: float | None = setting("min-top1-agreement", None, agreement_value)
+    drift_warning_ratio: float = setting("drift-warning-ratio", DEFAULT_DRIFT_WARNING_RATIO,
+                                         drift_ratio_value)
 
 
 def overridable() -> tuple[Overridable, ...]:

@@ -63,6 +63,7 @@ class _Context:
     fp32_latency_ms: float
     folder: Path
     samples: int
+    threads: int
 
 
 def skipped_variants(spec: ModelSpec, fp32_size: int, reason: str) -> VariantsChecked:
@@ -71,16 +72,18 @@ def skipped_variants(spec: ModelSpec, fp32_size: int, reason: str) -> VariantsCh
 
 
 def check_variants(model_bytes: bytes, runs: Sequence[CutRun], bound: BoundInputs,
-                   spec: ModelSpec, repo: Path, folder: Path) -> VariantsChecked:
+                   spec: ModelSpec, repo: Path, folder: Path,
+                   threads: int = 0) -> VariantsChecked:
+    """`threads`: the worker's share of the cores for each onnxruntime session (0: default)."""
     folder.mkdir(parents=True, exist_ok=True)
     fp32_path = folder / "fp32.onnx"
     fp32_path.write_bytes(model_bytes)
-    session = open_session(model_bytes, spec.runtime_optimization)
+    session = open_session(model_bytes, spec.runtime_optimization, threads)
     cases = _cases(session, bound, spec, runs)
     calibration = _calibration_feeds(session, bound)
     context = _Context(spec, cases, FloatModel(fp32_path, calibration, repo, folder),
                        len(model_bytes), median_latency_ms(session, cases[0].feed), folder,
-                       bound.sample_count)
+                       bound.sample_count, threads)
     results, findings = [], []
     for kind in spec.variants:
         result, found = _variant(kind, context, calibration)
@@ -100,7 +103,7 @@ def _variant(kind: str, context: _Context,
     try:
         data = build_variant(kind, context.fp32.path, context.folder, calibration,
                              context.spec.calibration)
-        session = _session(kind, data, context.spec.runtime_optimization)
+        session = _session(kind, data, context.spec.runtime_optimization, context.threads)
         comparisons, broken = _compare(kind, session, context.cases)
     except VariantFailure as failure:
         return base, [variant_error(failure)]
@@ -116,9 +119,9 @@ def _variant(kind: str, context: _Context,
     return result, broken
 
 
-def _session(kind: str, data: bytes, optimization: str) -> Session:
+def _session(kind: str, data: bytes, optimization: str, threads: int) -> Session:
     try:
-        return open_session(data, optimization)
+        return open_session(data, optimization, threads)
     except RuntimeFailure as error:
         raise VariantFailure(kind, "loaded by onnxruntime", error) from error
 

@@ -36,14 +36,18 @@ class Session:
     output_names: tuple[str, ...]
 
 
-def open_session(model_bytes: bytes, optimization: str = "all") -> Session:
-    """A CPU session at the graph optimization level named as in `runtime-optimization`."""
+def open_session(model_bytes: bytes, optimization: str = "all", threads: int = 0) -> Session:
+    """A CPU session at the graph optimization level named as in `runtime-optimization`;
+    `threads` > 0 caps its pools (workers running side by side share the cores)."""
     import onnxruntime
 
     options = onnxruntime.SessionOptions()
     options.log_severity_level = WARNING_LEVEL
     options.graph_optimization_level = getattr(onnxruntime.GraphOptimizationLevel,
                                                GRAPH_LEVELS[optimization])
+    if threads > 0:
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = threads
     handle = _native_call(lambda: onnxruntime.InferenceSession(
         model_bytes, options, providers=["CPUExecutionProvider"]))
     return Session(

@@ -90,14 +90,16 @@ class Runner:
 
 
 def verify_model(module: Any, exported: Exported, bound: BoundInputs,
-                 golden: tuple[GoldenCase, ...], spec: ModelSpec, repo: Path) -> Verified:
+                 golden: tuple[GoldenCase, ...], spec: ModelSpec, repo: Path,
+                 threads: int = 0) -> Verified:
+    """`threads`: onnxruntime's intra- and inter-op threads (0: its default, one per core)."""
     verified = Verified(repo=repo, bound=bound)
     evidence = frozen.for_model(spec, bound)
     verified.findings += frozen.declared_axes(exported.facts, spec, bound, evidence)
     if exported.frozen:
         evidence.add_run(exported.frozen.evidence, exported.frozen.place)
     try:
-        session = open_session(exported.model_bytes, spec.runtime_optimization)
+        session = open_session(exported.model_bytes, spec.runtime_optimization, threads)
     except RuntimeFailure as error:
         verified.findings.append(runtime_finding("onnxruntime cannot load the model", error))
         verified.findings += evidence.findings()

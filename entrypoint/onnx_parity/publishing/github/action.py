@@ -9,6 +9,11 @@ Order matters and is the point of this module (each step lives in the module nam
 4. The check runs in `working-directory`; then logs (folded) and annotations (annotations.py),
    the summary, the sticky comment (pr_comment.py) and the outputs (step_results.py).
 5. The exit code: 1 when the gate (`fail-on`) fails, else 0.
+
+Two more shapes of the same step: with `shard` the check covers one part of the models and
+posts no comment and no annotations (the merging job does); with `merge-reports` no model
+runs: the shards' reports are merged (the `merge` command's work, handed in like the check)
+and published like one check.
 """
 
 from __future__ import annotations
@@ -36,6 +41,9 @@ class CheckRequest:
     out_dir: Path
     # `repo` relative to the workspace (the repository root): report.sarif's path prefix.
     source_root: str = ""
+    cache_dir: Path | None = None
+    shard: str | None = None  # "K/N"
+    baseline: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -48,17 +56,30 @@ class CheckOutcome:
     report_junit: Path | None = None
 
 
+@dataclass(frozen=True)
+class MergeRequest:
+    reports: tuple[Path, ...]  # every shard's report.json
+    out_dir: Path
+    source_root: str = ""  # working-directory: the prefix of report.sarif's paths
+
+
 Check = Callable[[CheckRequest], CheckOutcome]
+Merge = Callable[[MergeRequest], CheckOutcome]
 
 
 def run_action(environ: Mapping[str, str], *, check: Check, client_factory: ClientFactory,
-               stdout: Writer, stderr: Writer) -> int:
+               stdout: Writer, stderr: Writer, merge: Merge | None = None) -> int:
     """The whole action step; returns the exit code."""
     return guarded(environ, client_factory, stdout, stderr,
-                   lambda session: _action(session, check))
+                   lambda session: _action(session, check, merge))
 
 
-def _action(session: Session, check: Check) -> int:
+def _action(session: Session, check: Check, merge: Merge | None) -> int:
+    if session.inputs.merge_reports:
+        if merge is None:  # a caller that cannot merge must not run the check instead
+            raise InputError('input "merge-reports" is set, but this entry point cannot merge '
+                             "reports. Run the action (`onnx-parity action`).")
+        return publish_outcome(session, run_merge(session, merge), logs=False)
     if session.inputs.comment_from_report:
         report = inside(session.event.workspace, session.inputs.comment_from_report,
                         "comment-from-report")
@@ -81,25 +102,49 @@ def _action(session: Session, check: Check) -> int:
 def run_check(session: Session, check: Check, workdir: Path) -> CheckOutcome:
     config = inside(workdir, session.inputs.config, "config") if session.inputs.config else None
     out_dir = inside(session.event.workspace, session.inputs.output_dir, "output-dir")
+    inputs = session.inputs
+    cache = inside(session.event.workspace, inputs.cache_dir, "cache-dir") if inputs.cache_dir \
+        else None
+    baseline = inside(session.event.workspace, inputs.baseline_report, "baseline-report") \
+        if inputs.baseline_report else None
     within = workspace_relative(session.event.workspace)(workdir)
-    request = CheckRequest(repo=workdir, config=config, out_dir=out_dir,
+    request = CheckRequest(repo=workdir, config=config, out_dir=out_dir, cache_dir=cache,
+                           shard=inputs.shard.label if inputs.shard else None, baseline=baseline,
                            source_root="" if within == "." else within)
     with contextlib.chdir(workdir), contextlib.redirect_stdout(session.stdout), \
             contextlib.redirect_stderr(session.stderr):
         outcome = check(request)
     session.redact.folder(out_dir)
-    for report in (outcome.report_json, outcome.report_markdown, outcome.report_sarif,
-                   outcome.report_junit):
-        if report is not None:
-            session.redact.file(report)
+    for report in written_reports(outcome):
+        session.redact.file(report)
     return outcome
 
 
-def publish_outcome(session: Session, outcome: CheckOutcome) -> int:
+def written_reports(outcome: CheckOutcome) -> list[Path]:
+    """The report files a check or merge wrote (SARIF and JUnit when it wrote them)."""
+    return [report for report in (outcome.report_json, outcome.report_markdown,
+                                  outcome.report_sarif, outcome.report_junit)
+            if report is not None]
+
+
+def run_merge(session: Session, merge: Merge) -> CheckOutcome:
+    """`merge-reports`: the shards' reports into output-dir, printed and redacted like a check."""
+    out_dir = inside(session.event.workspace, session.inputs.output_dir, "output-dir")
+    reports = merge_inputs(session.event.workspace, session.inputs.merge_reports or "")
+    with contextlib.redirect_stdout(session.stdout), contextlib.redirect_stderr(session.stderr):
+        working = session.inputs.working_directory.strip("/")
+        outcome = merge(MergeRequest(reports, out_dir, "" if working in ("", ".") else working))
+    for report in written_reports(outcome):
+        session.redact.file(report)
+    return outcome
+
+
+def publish_outcome(session: Session, outcome: CheckOutcome, logs: bool = True) -> int:
     run = outcome.run
-    print_logs(session.commands, run)
+    if logs:
+        print_logs(session.commands, run)
     located = finding_annotations(run, session.inputs.working_directory, session.event.run_url)
-    for annotation in located:
+    for annotation in located if run.shard is None else ():  # the merging job annotates
         session.commands.annotate(annotation)
     relative = workspace_relative(session.event.workspace)
     outputs = publish_common(session, run, outcome.config_path, from_report=False)
@@ -139,3 +184,21 @@ def load_report(path: Path) -> RunResult:
             "the action wrote.") from None
     except ReportFormatError as error:
         raise ReportFormatError(f"{path}: {error}") from None
+
+
+def merge_inputs(workspace: Path, patterns: str) -> tuple[Path, ...]:
+    """`merge-reports`: paths or globs (relative to the workspace), each matching a file."""
+    found: list[Path] = []
+    for pattern in patterns.split():
+        inside(workspace, pattern, "merge-reports")  # no `..` out of the workspace
+        matches = sorted(workspace.glob(pattern)) if any(c in pattern for c in "*?[") else \
+            [workspace / pattern]
+        files = [inside(workspace, path.relative_to(workspace).as_posix(), "merge-reports")
+                 for path in matches if path.is_file()]
+        if not files:
+            raise InputError(
+                f'input "merge-reports": "{pattern}" matches no file in the workspace. Download '
+                "every shard's report first (actions/download-artifact) and give their paths "
+                "or a glob such as shards/*/report.json.")
+        found += files
+    return tuple(dict.fromkeys(found))

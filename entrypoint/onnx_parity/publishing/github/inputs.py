@@ -13,23 +13,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 
 from onnx_parity.errors import UserError
+from onnx_parity.pipeline.shards import ShardError, parse_shard
+from onnx_parity.report.gate import FailOn as FailOn  # the gate's values, one definition
+from onnx_parity.results import Shard
 
 
 class InputError(UserError):
     """An input has a value the action cannot use; the text names the input and the fix."""
 
     title = "invalid input"
-
-
-class FailOn(str, Enum):
-    """Which findings fail the step (exit code 1)."""
-
-    ERROR = "error"
-    WARNING = "warning"
-    NEVER = "never"
 
 
 # Every input of action.yml with the default used when the variable is unset. github-token's
@@ -45,6 +39,10 @@ DEFAULTS: dict[str, str] = {
     "requirements": "",
     "comment-from-report": "",
     "run-fork-code-with-write-token": "false",
+    "cache-dir": "",
+    "shard": "",
+    "merge-reports": "",
+    "baseline-report": "",
 }
 
 
@@ -59,6 +57,10 @@ class ActionInputs:
     requirements: str | None  # relative to working_directory
     comment_from_report: str | None  # relative to the workspace
     run_fork_code_with_write_token: bool
+    cache_dir: str | None = None  # relative to the workspace; None: no cache
+    shard: Shard | None = None  # this job checks only this part of the models
+    merge_reports: str | None = None  # paths or globs of shard reports, inside the workspace
+    baseline_report: str | None = None  # relative to the workspace
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> ActionInputs:
@@ -74,6 +76,10 @@ class ActionInputs:
             comment_from_report=_optional_path(raw["comment-from-report"], "comment-from-report"),
             run_fork_code_with_write_token=parse_bool(
                 raw["run-fork-code-with-write-token"], "run-fork-code-with-write-token"),
+            cache_dir=_optional_path(raw["cache-dir"], "cache-dir"),
+            shard=_shard(raw["shard"]),
+            merge_reports=_report_patterns(raw["merge-reports"]),
+            baseline_report=_optional_path(raw["baseline-report"], "baseline-report"),
         )
 
 
@@ -104,8 +110,25 @@ def parse_fail_on(value: str) -> FailOn:
         raise InputError(
             f'input "fail-on" is "{value}"; it must be one of {choices}. "error" fails the step '
             'when a model has an error finding, "warning" also on warnings, "never" reports '
-            "without failing."
+            'without failing, "regression" only on error findings the baseline-report did not '
+            "have for that model."
         ) from None
+
+
+def _shard(value: str) -> Shard | None:
+    if not value:
+        return None
+    try:
+        return parse_shard(value, 'input "shard"')
+    except ShardError as error:
+        raise InputError(str(error)) from None
+
+
+def _report_patterns(value: str) -> str | None:
+    """Paths or globs, one per line or separated by spaces; each relative to the workspace."""
+    for pattern in value.split():
+        _relative_path(pattern, "merge-reports")
+    return value.strip() or None
 
 
 def _optional_path(value: str, name: str) -> str | None:

@@ -21,6 +21,8 @@ def comment_pointer(run_url: str) -> str:
 
 def post_comment(session: Session, run: RunResult, config_path: str, source_base: str,
                  from_report: bool) -> str | None:
+    if run.shard is not None:
+        return None  # one part of the models: the job that merges the shards comments
     number = _comment_target(session, from_report)
     if number is None:
         return None

@@ -6,11 +6,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from onnx_parity.errors import ExitCode
-from onnx_parity.findings import Severity
 from onnx_parity.publishing.github.commands import write_outputs, write_summary
-from onnx_parity.publishing.github.inputs import FailOn
 from onnx_parity.publishing.github.pr_comment import post_comment
 from onnx_parity.publishing.github.session import Session
+from onnx_parity.report import gate
+from onnx_parity.report.gate import FailOn
 from onnx_parity.results import RunResult
 
 
@@ -40,11 +40,8 @@ def finish(session: Session, run: RunResult, outputs: dict[str, str]) -> int:
 
 
 def gate_passed(run: RunResult, fail_on: FailOn) -> bool:
-    """error: no error finding; warning: no error or warning finding; never: always passes."""
-    failing = {FailOn.ERROR: {Severity.ERROR},
-               FailOn.WARNING: {Severity.ERROR, Severity.WARNING},
-               FailOn.NEVER: set()}[fail_on]
-    return not any(f.severity in failing for model in run.models for f in model.findings)
+    """The rule lives in report/gate.py, where `check --fail-on` reads it too."""
+    return gate.gate_passed(run, fail_on)
 
 
 def summary_pointer(session: Session) -> str:

@@ -1,0 +1,1 @@
+"""The result cache: which models need a worker, and what an unchanged model reuses."""

@@ -1,0 +1,206 @@
+"""The cache folder: one entry per model and fingerprint, written then renamed into place.
+
+    DIR/v1/<model>/<key>/<reads>/entry.json   the result, its log, the files it read, its time
+    DIR/v1/<model>/<key>/<reads>/model.onnx   the exported model, when there is one
+    DIR/v1/<model>/<key>/<reads>/variant.<variant>.onnx   each deployment variant built
+
+`<key>` is the static fingerprint; `<reads>` the digest of the files the worker read, so a
+helper file that changes back and forth (the base branch's and a pull request's version) keeps
+one entry per version side by side instead of each run overwriting the other's.
+
+An entry is assembled in a private folder beside its final place and renamed there in one
+step, so two runs writing the same folder at once (matrix shards) never leave half an entry:
+the first rename wins, the second finds the place taken and drops its copy (same key, same
+result). An entry that cannot be read, is truncated, belongs to another tool or model, or
+whose model file does not match its hash is ignored with one line saying why, and the model
+runs. Entries are JSON and ONNX only: nothing in the folder is ever unpickled or executed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from onnx_parity.pipeline.cache.reads import file_sha256
+from onnx_parity.results import ModelResult, Provenance, VariantResult
+
+FORMAT = "v1"
+TOOL = "onnx-parity"
+# Results that depend on the machine or on a file appearing later are never kept.
+UNCACHED_CODES = frozenset({"crash", "timeout", "out-of-memory", "load-error"})
+
+Json = Any
+Notify = Callable[[str], None]
+
+
+class CorruptEntry(Exception):
+    """An entry that cannot be used; its text says why."""
+
+
+@dataclass(frozen=True)
+class ResultCodec:
+    """How a ModelResult becomes JSON and back (report/serialization.py, handed in by the CLI)."""
+
+    to_json: Callable[[ModelResult], dict[str, Json]]
+    from_json: Callable[[dict[str, Json]], ModelResult]
+
+
+class ModelCache:
+    def __init__(self, folder: Path, codec: ResultCodec, provenance: Provenance,
+                 notify: Notify, read: bool = True) -> None:
+        self.root = folder / FORMAT
+        self.codec = codec
+        self.provenance = provenance
+        self.notify = notify
+        self.read = read  # False (--no-cache): look nothing up, still write fresh entries
+
+    # ------------------------------------------------------------------------- lookup
+
+    def lookup(self, name: str, key: str, repo: Path, workdir: Path) -> ModelResult | None:
+        """The cached result of `name` at fingerprint `key`, or None (the model must run)."""
+        if not self.read:
+            return None
+        for folder in sorted((self.root / name / key).glob("[!.]*")):
+            try:
+                entry = self._entry(folder, name, key)
+                if _unchanged(entry["files_read"], repo):
+                    return self._result(entry, folder, workdir)
+            except (CorruptEntry, OSError, KeyError, TypeError, ValueError) as error:
+                self.notify(f"cache: ignoring the entry for {name} ({_reason(error)}); "
+                            "checking it again")
+                _discard(folder)  # so this run's fresh result can take its place
+        return None
+
+    def _entry(self, folder: Path, name: str, key: str) -> dict[str, Json]:
+        try:
+            entry = json.loads((folder / "entry.json").read_text(encoding="utf-8"))
+        except ValueError as error:
+            raise CorruptEntry(f"entry.json is not JSON: {error}") from None
+        if not isinstance(entry, dict) or entry.get("tool") != TOOL:
+            raise CorruptEntry("not an onnx-parity cache entry")
+        if entry.get("format") != FORMAT or entry.get("model") != name or entry.get("key") != key:
+            raise CorruptEntry("written for another format, model or fingerprint")
+        if not isinstance(entry.get("files_read"), dict):
+            raise CorruptEntry("no list of the files the model read")
+        return entry
+
+    def _result(self, entry: dict[str, Json], folder: Path, workdir: Path) -> ModelResult:
+        result = self.codec.from_json(entry["result"])
+        onnx_path = None
+        if result.onnx_sha256 is not None:
+            stored = folder / "model.onnx"
+            if file_sha256(stored) != result.onnx_sha256:
+                raise CorruptEntry("model.onnx is missing or does not match its sha256")
+            onnx_path = workdir / f"{result.name}.onnx"
+            shutil.copyfile(stored, onnx_path)
+        variants = tuple(_variant_back(variant, folder, workdir / result.name)
+                         for variant in result.variants)
+        return dataclasses.replace(
+            result, log=str(entry["log"]), files_read=dict(entry["files_read"]),
+            onnx_path=str(onnx_path) if onnx_path else None, variants=variants,
+            cached_from=Provenance(**entry["provenance"]))
+
+    # ------------------------------------------------------------------------- store
+
+    def store(self, key: str, result: ModelResult, seconds: float) -> None:
+        """Keep a worker's result; a failure to write only costs the next run its speed-up."""
+        if any(f.code in UNCACHED_CODES for f in result.findings):
+            return
+        final = self.root / result.name / key / _digest(result.files_read)
+        try:
+            final.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=final.parent))
+            self._write(staging, key, result, seconds)
+            if not self.read and final.exists():
+                _discard(final)  # --no-cache: this run's result replaces the old one
+            try:
+                os.rename(staging, final)
+            except OSError:  # another run put the same entry there first
+                shutil.rmtree(staging, ignore_errors=True)
+        except OSError as error:
+            self.notify(f"cache: could not keep {result.name} ({_reason(error)})")
+
+    def _write(self, staging: Path, key: str, result: ModelResult, seconds: float) -> None:
+        if result.onnx_path and Path(result.onnx_path).is_file():
+            shutil.copyfile(result.onnx_path, staging / "model.onnx")
+        for variant in result.variants:
+            if variant.onnx_path and Path(variant.onnx_path).is_file():
+                shutil.copyfile(variant.onnx_path, staging / _variant_file(variant))
+        entry = {"tool": TOOL, "format": FORMAT, "model": result.name, "key": key,
+                 "seconds": seconds, "provenance": dataclasses.asdict(self.provenance),
+                 "files_read": result.files_read, "log": result.log,
+                 "result": self.codec.to_json(result)}
+        (staging / "entry.json").write_text(json.dumps(entry, indent=1, allow_nan=False),
+                                            encoding="utf-8")
+
+    # ------------------------------------------------------------------------- durations
+
+    def durations(self) -> dict[str, float]:
+        """Each model's duration in its newest readable entry (what --shard balances by)."""
+        found: dict[str, tuple[str, float]] = {}
+        for path in sorted(self.root.glob("*/*/*/entry.json")):
+            try:
+                entry = json.loads(path.read_text(encoding="utf-8"))
+                when, seconds = str(entry["provenance"]["created"]), float(entry["seconds"])
+                name = str(entry["model"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if name not in found or when > found[name][0]:
+                found[name] = (when, seconds)
+        return {name: seconds for name, (_, seconds) in found.items()}
+
+
+def _variant_file(variant: VariantResult) -> str:
+    return f"variant.{variant.name}.onnx"
+
+
+def _variant_back(variant: VariantResult, folder: Path, stem: Path) -> VariantResult:
+    """A built variant's .onnx copied back to the work folder, checked against its sha256."""
+    if variant.sha256 is None:
+        return variant
+    stored = folder / _variant_file(variant)
+    if file_sha256(stored) != variant.sha256:
+        raise CorruptEntry(f"{stored.name} is missing or does not match its sha256")
+    path = stem.with_name(f"{stem.name}.{variant.name}.onnx")
+    shutil.copyfile(stored, path)
+    return dataclasses.replace(variant, onnx_path=str(path))
+
+
+def _unchanged(files_read: dict[str, Json], repo: Path) -> bool:
+    root = repo.resolve()
+    for path, digest in files_read.items():
+        relative = Path(str(path))
+        if relative.is_absolute() or ".." in relative.parts:
+            raise CorruptEntry(f"it names a file outside the repository ({path})")
+        if file_sha256(root / relative) != digest:
+            return False
+    return True
+
+
+def _digest(files_read: dict[str, str]) -> str:
+    text = json.dumps(files_read, sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _discard(folder: Path) -> None:
+    """Move a bad entry aside in one rename (a reader sees it whole or not at all), then delete."""
+    aside = folder.with_name(f".discarded-{os.getpid()}-{folder.name[:12]}")
+    try:
+        os.rename(folder, aside)
+    except OSError:
+        return  # another run moved or replaced it first
+    shutil.rmtree(aside, ignore_errors=True)
+
+
+def _reason(error: BaseException) -> str:
+    if isinstance(error, OSError):
+        return error.strerror or str(error)
+    return str(error) or type(error).__name__

@@ -1,0 +1,101 @@
+"""A model's fingerprint: everything its result depends on that is known before it runs.
+
+The static part, hashed into the entry's key: the model's resolved configuration entry
+(paths relative to the repository), the tool's version, the Python version, every installed
+distribution's name and version, the sha256 of its weights and sample files, and the factory
+module's own file (or its absence). The dynamic part is the list of repository files the
+worker opened or imported (pipeline/cache/reads.py), stored in the entry and re-hashed on
+every lookup: an entry matches only while each of those files still has its recorded hash.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import sys
+from collections.abc import Sequence
+from importlib import metadata
+from pathlib import Path
+
+from onnx_parity import __version__
+from onnx_parity.pipeline.cache.reads import file_sha256
+from onnx_parity.pipeline.preimports import module_file
+from onnx_parity.settings.schema import ModelSpec
+
+# Keys that change how a finished result is judged afterwards, not what the worker measures.
+NOT_MEASURED = ("drift_warning_ratio",)
+
+
+def environment() -> dict[str, object]:
+    """What every model's result depends on: the tool, Python and the installed packages."""
+    packages: dict[str, str] = {}
+    for dist in metadata.distributions():
+        name = str(dist.metadata["Name"] or "").lower().replace("_", "-")
+        if name:
+            packages.setdefault(name, dist.version)
+    return {"tool": __version__, "python": sys.version,
+            "distributions": sorted(f"{name}=={version}" for name, version in packages.items())}
+
+
+def spec_document(spec: ModelSpec, repo: Path, *, measured_only: bool) -> dict[str, object]:
+    """The resolved configuration entry as plain JSON values, paths relative to `repo`."""
+    root = repo.resolve()
+    return {f.name: _plain(getattr(spec, f.name), root) for f in dataclasses.fields(spec)
+            if not (measured_only and f.name in NOT_MEASURED)}
+
+
+def fingerprint_key(spec: ModelSpec, repo: Path, env: dict[str, object]) -> str:
+    root = repo.resolve()
+    document = {
+        "model": spec_document(spec, root, measured_only=True),
+        "environment": env,
+        "files": {_relative(path, root): file_sha256(path) for path in input_files(spec)},
+        "factory_module": _factory_file(spec, root),
+    }
+    return _digest(document)
+
+
+def configuration_sha256(specs: Sequence[ModelSpec], repo: Path) -> str:
+    """The whole resolved configuration, every key included (shards must agree on it)."""
+    return _digest([spec_document(spec, repo, measured_only=False) for spec in specs])
+
+
+def input_files(spec: ModelSpec) -> list[Path]:
+    """Weights and sample files; every file inside a bundle folder."""
+    named = list(spec.inputs.values()) if isinstance(spec.inputs, dict) else [spec.inputs]
+    paths = ([spec.weights] if spec.weights is not None else []) + named
+    found: list[Path] = []
+    for path in paths:
+        found += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return found
+
+
+def _factory_file(spec: ModelSpec, root: Path) -> list[str | None]:
+    """A factory module that did not exist yet must not match an entry once it does."""
+    path = module_file(root, spec.factory.partition(":")[0])
+    return [None, None] if path is None else [_relative(path, root), file_sha256(path)]
+
+
+def _plain(value: object, root: Path) -> object:
+    if isinstance(value, Path):
+        return _relative(value, root)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name), root) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {str(key): _plain(item, root) for key, item in sorted(value.items(), key=str)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item, root) for item in value]
+    return value
+
+
+def _relative(path: Path, root: Path) -> str:
+    try:
+        return path.resolve().relative_to(root).as_posix()
+    except ValueError:
+        return path.as_posix()
+
+
+def _digest(document: object) -> str:
+    text = json.dumps(document, sort_keys=True, separators=(",", ":"), allow_nan=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
