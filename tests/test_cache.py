@@ -174,7 +174,9 @@ def test_samples_and_configuration_changes_miss_but_a_judging_key_does_not(
 def test_another_environment_is_another_fingerprint(warm: Warm) -> None:
     spec = load_settings(warm.repo, warm.repo / CONFIG).models[0]
     env = environment()
-    newer_torch = {**env, "distributions": [*env["distributions"], "torch==9.9.9"]}  # type: ignore[misc]
+    installed = env["distributions"]
+    assert isinstance(installed, list)
+    newer_torch = {**env, "distributions": [*installed, "torch==9.9.9"]}
     other_tool = {**env, "tool": "0.0.0-other"}
     keys = {fingerprint_key(spec, warm.repo, e) for e in (env, newer_torch, other_tool)}
     assert len(keys) == 3
