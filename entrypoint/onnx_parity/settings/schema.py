@@ -62,26 +62,16 @@ def opset_value(value: object, where: str) -> int:
 
 def exporters_value(value: object, where: str) -> tuple[str, ...]:
     if isinstance(value, str):
-        return EXPORTERS if _exporter_name(value, where, EXPORTER_CHOICES) == "auto" else (value,)
+        name = _choice(value, where, EXPORTER_CHOICES, "exporter")
+        return EXPORTERS if name == "auto" else (name,)
     if not isinstance(value, list) or not value:
         raise wrong_type(
             where, value, 'exporter = "auto", "dynamo", "torchscript", or a non-empty list '
             'of the two in the order to try, e.g. ["torchscript", "dynamo"]'
         )
-    names = tuple(_exporter_name(item, where, EXPORTERS) for item in value)
+    names = tuple(_choice(item, where, EXPORTERS, "exporter") for item in value)
     no_duplicates(names, where, "list each exporter once")
     return names
-
-
-def _exporter_name(value: object, where: str, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str):
-        raise wrong_type(where, value, f"one of {quoted(choices)}")
-    if value not in choices:
-        guess = did_you_mean(value, choices)
-        raise ConfigError(
-            f'{where}: unknown exporter "{shown(value)}"{guess} Use one of {quoted(choices)}.'
-        )
-    return value
 
 
 def tolerance_value(value: object, where: str) -> float:
@@ -134,12 +124,14 @@ def calibration_value(value: object, where: str) -> str:
     return _choice(value, where, CALIBRATIONS, "calibration method")
 
 
-def _choice(value: object, where: str, choices: tuple[str, ...], what: str) -> str:
+def _choice(value: object, where: str, choices: tuple[str, ...], what: str,
+            why: str = "") -> str:
+    """One of `choices`, else a message with the nearest one; `why` explains them, e.g. " (...)"."""
     if not isinstance(value, str):
         raise wrong_type(where, value, f"one of {quoted(choices)}")
     if value not in choices:
         raise ConfigError(f'{where}: unknown {what} "{shown(value)}"'
-                          f"{did_you_mean(value, choices)} Use one of {quoted(choices)}.")
+                          f"{did_you_mean(value, choices)} Use one of {quoted(choices)}{why}.")
     return value
 
 
@@ -156,16 +148,9 @@ def agreement_value(value: object, where: str) -> float:
 
 
 def optimization_value(value: object, where: str) -> str:
-    if not isinstance(value, str):
-        raise wrong_type(where, value, f"one of {quoted(OPTIMIZATION_LEVELS)}")
-    if value not in OPTIMIZATION_LEVELS:
-        guess = did_you_mean(value, OPTIMIZATION_LEVELS)
-        raise ConfigError(
-            f'{where}: unknown optimization level "{shown(value)}"{guess} Use one of '
-            f'{quoted(OPTIMIZATION_LEVELS)} (onnxruntime\'s graph optimization level; the default '
-            f'"{DEFAULT_OPTIMIZATION}" is what a deployment gets unless it sets another).'
-        )
-    return value
+    return _choice(value, where, OPTIMIZATION_LEVELS, "optimization level",
+                   f" (onnxruntime's graph optimization level; the default "
+                   f'"{DEFAULT_OPTIMIZATION}" is what a deployment gets unless it sets another)')
 
 
 def drift_ratio_value(value: object, where: str) -> float:
