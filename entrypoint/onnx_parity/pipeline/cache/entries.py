@@ -96,11 +96,8 @@ class ModelCache:
         result = self.codec.from_json(entry["result"])
         onnx_path = None
         if result.onnx_sha256 is not None:
-            stored = folder / "model.onnx"
-            if file_sha256(stored) != result.onnx_sha256:
-                raise CorruptEntry("model.onnx is missing or does not match its sha256")
-            onnx_path = workdir / f"{result.name}.onnx"
-            shutil.copyfile(stored, onnx_path)
+            onnx_path = _copied_back(folder / "model.onnx", result.onnx_sha256,
+                                     workdir / f"{result.name}.onnx")
         variants = tuple(_variant_back(variant, folder, workdir / result.name)
                          for variant in result.variants)
         return dataclasses.replace(
@@ -166,12 +163,17 @@ def _variant_back(variant: VariantResult, folder: Path, stem: Path) -> VariantRe
     """A built variant's .onnx copied back to the work folder, checked against its sha256."""
     if variant.sha256 is None:
         return variant
-    stored = folder / _variant_file(variant)
-    if file_sha256(stored) != variant.sha256:
-        raise CorruptEntry(f"{stored.name} is missing or does not match its sha256")
-    path = stem.with_name(f"{stem.name}.{variant.name}.onnx")
-    shutil.copyfile(stored, path)
+    path = _copied_back(folder / _variant_file(variant), variant.sha256,
+                        stem.with_name(f"{stem.name}.{variant.name}.onnx"))
     return dataclasses.replace(variant, onnx_path=str(path))
+
+
+def _copied_back(stored: Path, sha256: str, destination: Path) -> Path:
+    """A file of the entry copied to the work folder, once its content matches the result's."""
+    if file_sha256(stored) != sha256:
+        raise CorruptEntry(f"{stored.name} is missing or does not match its sha256")
+    shutil.copyfile(stored, destination)
+    return destination
 
 
 def _unchanged(files_read: dict[str, Json], repo: Path) -> bool:
