@@ -37,7 +37,7 @@ UNDEFINED = re.compile(r"undefined symbol: \S+")
 
 def torch_release() -> str | None:
     """The installed torch without its local tag ("2.13.0" for "2.13.0+cpu")."""
-    version = _version("torch")
+    version = installed_version("torch")
     return version.split("+")[0] if version else None
 
 
@@ -66,8 +66,8 @@ def mismatch_message(error: BaseException) -> str | None:
     package = _package(error, text)
     if package is None:
         return None
-    installed = _version(package) or "?"
-    torch_version = _version("torch") or "?"
+    installed = installed_version(package) or "?"
+    torch_version = installed_version("torch") or "?"
     pairs = COMPANIONS.get(torch_version.split("+")[0], {}).get(package)
     evidence = _native_evidence(package)
     why = f" Its native library does not load: {evidence}." if evidence else ""
@@ -120,7 +120,8 @@ def _native_evidence(package: str) -> str | None:
     return None
 
 
-def _version(name: str) -> str | None:
+def installed_version(name: str) -> str | None:
+    """The installed distribution's version, or None when it is not installed."""
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:

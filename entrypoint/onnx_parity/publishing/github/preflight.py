@@ -8,7 +8,6 @@ event carries a write token and secrets, and the check runs the pull request's c
 from __future__ import annotations
 
 import contextlib
-import importlib.metadata
 import subprocess
 import sys
 import tempfile
@@ -16,7 +15,11 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from onnx_parity.errors import UserError
-from onnx_parity.models.torch_builds import companion_pins, missing_release_note
+from onnx_parity.models.torch_builds import (
+    companion_pins,
+    installed_version,
+    missing_release_note,
+)
 from onnx_parity.publishing.github.commands import Annotation
 from onnx_parity.publishing.github.inputs import InputError
 from onnx_parity.publishing.github.session import Session
@@ -94,7 +97,8 @@ def install_requirements(session: Session, requirements: Path, workdir: Path) ->
             f"{result.returncode}). torch, onnx, onnxruntime, onnxscript, numpy and protobuf "
             f"are held at the versions in the image{_companions_held()}; remove or loosen a "
             f"requirement that asks for other versions."
-            f"{missing_release_note(result.stdout, _installed('torch'))} pip's last lines:\n{tail}")
+            f"{missing_release_note(result.stdout, installed_version('torch'))} "
+            f"pip's last lines:\n{tail}")
 
 
 @contextlib.contextmanager
@@ -104,7 +108,7 @@ def constraints_file(environ: Mapping[str, str]) -> Iterator[Path]:
     torch: a CPU torch gets their CPU builds, never the CUDA ones the public index serves."""
     given = environ.get("ONNX_PARITY_CONSTRAINTS", "")
     base = Path(given).read_text(encoding="utf-8") if given else installed_constraints()
-    pins = companion_pins(_installed("torch"))
+    pins = companion_pins(installed_version("torch"))
     with tempfile.TemporaryDirectory(prefix="onnx-parity-") as folder:
         path = Path(folder) / "constraints.txt"
         path.write_text(base.rstrip("\n") + "\n" + "".join(f"{pin}\n" for pin in pins),
@@ -120,20 +124,10 @@ def torch_index_options(environ: Mapping[str, str]) -> list[str]:
 
 
 def _companions_held() -> str:
-    pins = companion_pins(_installed("torch"))
+    pins = companion_pins(installed_version("torch"))
     return f", and {', '.join(pins)} (the builds that pair with that torch)" if pins else ""
 
 
-def _installed(name: str) -> str | None:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return None
-
-
 def installed_constraints() -> str:
-    lines = []
-    for name in PINNED_PACKAGES:
-        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
-            lines.append(f"{name}=={importlib.metadata.version(name)}")
-    return "\n".join(lines) + "\n"
+    versions = {name: installed_version(name) for name in PINNED_PACKAGES}
+    return "".join(f"{name}=={version}\n" for name, version in versions.items() if version)
