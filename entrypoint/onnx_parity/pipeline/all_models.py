@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from importlib import metadata
 from pathlib import Path
 
 from onnx_parity import __version__
@@ -20,6 +19,7 @@ from onnx_parity.credentials import without_credentials
 from onnx_parity.findings import Finding
 from onnx_parity.isolation.pool import Job, JobOutcome, WorkerFailure
 from onnx_parity.locations import scrub_paths, source_line
+from onnx_parity.models.torch_builds import installed_version
 from onnx_parity.pipeline.cache.entries import ModelCache
 from onnx_parity.pipeline.cache.fingerprint import environment, fingerprint_key
 from onnx_parity.pipeline.one_model import ModelJob
@@ -40,10 +40,7 @@ ModelSink = Callable[[ModelResult], None]
 def versions() -> dict[str, str]:
     found = {"onnx-parity": __version__, "python": sys.version.split()[0]}
     for name in LIBRARIES:
-        try:
-            found[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            found[name] = "not installed"
+        found[name] = installed_version(name) or "not installed"
     return found
 
 
