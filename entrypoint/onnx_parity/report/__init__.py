@@ -1,1 +1,1 @@
-"""Stage 5: the run's results as markdown and JSON, pure functions of the results."""
+"""Stage 6: the run's results as markdown and JSON, pure functions of the results."""
