@@ -1,6 +1,7 @@
 """Benchmark onnx-parity against the bare hand-written check, in the same run.
 
-    python bench/run.py [--repeat 3] [--json results.json]
+    python bench/run.py [--repeat 3] [--json results.json] [--page docs/benchmarks.md]
+    python bench/run.py --from-json results.json --page docs/benchmarks.md   # no measuring
 
 Measures whole commands (subprocess wall time, interpreter start and imports included):
   * `onnx-parity check --model small-cnn --model spectrum` (the example's passing models)
@@ -13,13 +14,15 @@ Measures whole commands (subprocess wall time, interpreter start and imports inc
   * runs that scale (bench/scaling.py): four models and three tiny transformers models at
     `--jobs 1` and `--jobs 2` against the bare check, and the result cache's warm re-run.
 Prints a plain-text table (median, min, runs; the ratio of medians) and where onnx-parity's
-time went (from its progress lines and report.json), and writes the same as JSON.
+time went (from its progress lines and report.json), and writes the same as JSON and as the
+docs' benchmark page (bench/page.py), the one home of every measured figure the docs quote.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import importlib.metadata
 import json
 import os
 import platform
@@ -107,6 +110,8 @@ class Figures:
     failing: Series | None = None
     failing_profile: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    repeat: int = 1
+    variants_table: str = ""  # the comment's "Deployment variants" table of the last such run
     scaling: Any = None  # bench/scaling.py's Scaling (imported late: it imports this module)
 
     @property
@@ -155,7 +160,7 @@ class Figures:
             "localisation": (dict(zip(("localise_seconds", "check_seconds"), self.localisation,
                                       strict=True)) if self.localisation else None),
             "localisation_aim": LOCALISATION_AIM,
-            "notes": self.notes,
+            "notes": self.notes, "repeat": self.repeat, "variants_table": self.variants_table,
             "scaling": self.scaling.as_json() if self.scaling is not None else None,
         }
 
@@ -272,6 +277,16 @@ def variants_profile(run: Timed) -> dict[str, float]:
             "ratio": variants / check if check else 0.0}
 
 
+def variants_table(run: Timed) -> str:
+    """The "Deployment variants" section of the run's report.md, up to the footer."""
+    assert run.out_dir is not None
+    text = (run.out_dir / "report.md").read_text(encoding="utf-8")
+    start = text.find("#### Deployment variants")
+    if start < 0:
+        return ""
+    return text[start:].split("\n<sub>")[0].strip()
+
+
 def bare_profile(run: Timed) -> dict[str, float]:
     profile: dict[str, float] = {"wall": run.seconds}
     for line in run.stdout.splitlines():
@@ -299,8 +314,19 @@ def machine() -> dict[str, object]:
         "cores": os.cpu_count(), "platform": platform.platform(),
         "processor": platform.processor() or platform.machine(),
         "python": platform.python_version(), "load_average_before": os.getloadavg(),
-        "engine": engine_revision(),
+        "engine": engine_revision(), "versions": library_versions(),
     }
+
+
+def library_versions() -> dict[str, str]:
+    """What was measured with, read from the installed metadata (nothing imported)."""
+    found: dict[str, str] = {}
+    for name in ("torch", "onnx", "onnxruntime", "onnxscript"):
+        try:
+            found[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            found[name] = "not installed"
+    return found
 
 
 def engine_revision() -> str:
@@ -372,6 +398,8 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
         jobs2_profile=median_profile([parity_profile(run) for run in jobs2_runs]),
         variants_profile=median_profile([variants_profile(run) for run in variant_runs]),
         notes=_notes(found),
+        repeat=repeat,
+        variants_table=variants_table(variant_runs[-1]),
         scaling=scaling,
     )
 
@@ -480,9 +508,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     parser.add_argument("--repo", type=Path, default=EXAMPLE,
                         help="repository to check (default: examples/seed-failures)")
+    parser.add_argument("--page", type=Path, default=None,
+                        help="also write the docs' benchmark page here (docs/benchmarks.md)")
+    parser.add_argument("--from-json", type=Path, default=None, dest="from_json",
+                        help="measure nothing: render --page from figures an earlier --json wrote")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    if args.from_json is not None:
+        if args.page is None:
+            parser.error("--from-json only renders a page: give --page too")
+        return write_page(json.loads(args.from_json.read_text(encoding="utf-8")), args.page)
     try:
         figures = measure(args.repo.resolve(), args.repeat)
     except BenchError as error:
@@ -492,6 +528,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.json is not None:
         args.json.write_text(json.dumps(figures.as_json(), indent=2) + "\n", encoding="utf-8")
         print(f"figures: {args.json}")
+    return write_page(figures.as_json(), args.page) if args.page is not None else 0
+
+
+def write_page(figures: dict[str, Any], path: Path) -> int:
+    from page import render_page
+
+    path.write_text(render_page(figures), encoding="utf-8")
+    print(f"page: {path}")
     return 0
 
 
