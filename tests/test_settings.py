@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from onnx_parity.settings import schema
+from onnx_parity.settings import checks
 from onnx_parity.settings.loading import load_settings
 from onnx_parity.settings.paths import resolve_inside
 from onnx_parity.settings.values import ConfigError
@@ -53,11 +53,11 @@ def test_defaults_apply_when_only_required_keys_are_given(tmp_path: Path) -> Non
     assert (model.name, model.factory) == ("small-cnn", "models.cnn:SmallCNN")
     assert model.inputs == {"input": tmp_path.resolve() / "samples" / "cnn.npy"}
     assert model.weights is None and model.outputs == () and model.dynamic_axes == {}
-    assert model.opset == schema.DEFAULT_OPSET
+    assert model.opset == checks.DEFAULT_OPSET
     assert model.exporters == ("dynamo", "torchscript")
-    assert (model.atol, model.rtol) == (schema.DEFAULT_ATOL, schema.DEFAULT_RTOL)
-    assert model.batch_sizes == schema.DEFAULT_BATCH_SIZES
-    assert model.timeout_seconds == schema.DEFAULT_TIMEOUT_SECONDS
+    assert (model.atol, model.rtol) == (checks.DEFAULT_ATOL, checks.DEFAULT_RTOL)
+    assert model.batch_sizes == checks.DEFAULT_BATCH_SIZES
+    assert model.timeout_seconds == checks.DEFAULT_TIMEOUT_SECONDS
     assert model.memory_limit_mb is None and model.allow_warnings == ()
 
 
@@ -393,15 +393,15 @@ def test_exporter_errors(tmp_path: Path, value: str, problem: str) -> None:
     assert message.startswith(f'onnx-parity.toml: model "small-cnn": key "exporter": {problem}')
 
 
-@pytest.mark.parametrize("opset", [schema.MIN_OPSET - 1, schema.MAX_OPSET + 1, 0, -18])
+@pytest.mark.parametrize("opset", [checks.MIN_OPSET - 1, checks.MAX_OPSET + 1, 0, -18])
 def test_opset_outside_supported_range(tmp_path: Path, opset: int) -> None:
     message = failure(tmp_path, model_with(f"opset = {opset}"))
     assert message == (f'onnx-parity.toml: model "small-cnn": key "opset": opset {opset} is outside the '
-                       f"supported range. Use an opset from {schema.MIN_OPSET} to {schema.MAX_OPSET} "
-                       f"(the default is {schema.DEFAULT_OPSET}).")
+                       f"supported range. Use an opset from {checks.MIN_OPSET} to {checks.MAX_OPSET} "
+                       f"(the default is {checks.DEFAULT_OPSET}).")
 
 
-@pytest.mark.parametrize("opset", [schema.MIN_OPSET, schema.MAX_OPSET])
+@pytest.mark.parametrize("opset", [checks.MIN_OPSET, checks.MAX_OPSET])
 def test_opset_bounds_are_inclusive(tmp_path: Path, opset: int) -> None:
     write(tmp_path, model_with(f"opset = {opset}"))
     assert load_settings(tmp_path).models[0].opset == opset

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime
 import json
 import math
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -13,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from onnx_parity.settings.loading import ALLOW_WARNING_KEYS, MODEL_KEYS, TOP_KEYS, load_settings
-from onnx_parity.settings.schema import Settings
+from onnx_parity.settings.schema import Key, Settings, declared_keys
 from onnx_parity.settings.values import ConfigError
 
 PROPERTY = settings(max_examples=200, deadline=None,
@@ -42,7 +43,9 @@ def mostly(valid: st.SearchStrategy, weird: st.SearchStrategy) -> st.SearchStrat
 
 
 LETTERS = st.text("abcdefghij ", min_size=1, max_size=8)
-VALID = {
+# Richer strategies for the declared keys; a key declared without one here is drawn from its
+# declared example (valid) and from anything at all (weird): every key is in the property.
+SHAPED_VALID = {
     "opset": st.integers(7, 23),
     "exporter": st.sampled_from(["auto", "dynamo", "torchscript", ["torchscript", "dynamo"], ["dynamo"]]),
     "atol": st.floats(0, 1) | st.integers(0, 3),
@@ -77,7 +80,7 @@ VALID = {
         max_size=2,
     ),
 }
-WEIRD = {
+SHAPED_WEIRD = {
     "opset": st.integers(-5, 40) | st.floats(),
     "exporter": st.sampled_from(["dynamoo", "", "auto "])
     | st.lists(st.sampled_from(["dynamo", "torchscript", "auto", "x"]), max_size=3),
@@ -112,7 +115,16 @@ WEIRD = {
                                max_size=2) | ANY, max_size=3,
     ),
 }
-REQUIRED = ("name", "factory", "inputs")
+
+
+def example_value(key: Key) -> object:
+    return tomllib.loads(key.example)[key.name]
+
+
+VALID = {key.name: SHAPED_VALID.get(key.name, st.just(example_value(key)))
+         for key in declared_keys()}
+WEIRD = {key.name: SHAPED_WEIRD.get(key.name, ANY) for key in declared_keys()}
+REQUIRED = tuple(key.name for key in declared_keys() if key.default is None)
 
 
 def value_for(key: str) -> st.SearchStrategy:
@@ -171,6 +183,14 @@ def outcome(repo: Path, config: Path) -> Settings | str:
         assert "\n" not in message, message
         assert message.startswith(config.name), message
         return message
+
+
+def test_every_declared_key_has_a_valid_example_and_the_refinements_name_declared_keys() -> None:
+    names = {key.name for key in declared_keys()}
+    assert set(SHAPED_VALID) <= names and set(SHAPED_WEIRD) <= names
+    assert REQUIRED == ("name", "factory", "inputs")
+    for key in declared_keys():
+        assert example_value(key) is not None, key.name
 
 
 @PROPERTY

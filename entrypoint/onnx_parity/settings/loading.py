@@ -3,38 +3,28 @@
 Every mistake raises `ConfigError` with one short paragraph: what is wrong, where (the file
 relative to the repository, the model, the key) and the fix. Nothing else escapes: the
 configuration comes from a pull request and may be anything. Finding and parsing the file is
-settings/config_file.py's job.
+settings/config_file.py's job; the keys, their checks and defaults are declared in
+settings/schema.py, and everything here follows from those declarations.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from onnx_parity.settings.config_file import Table, find_config
-from onnx_parity.settings.model_keys import (
-    ALLOW_WARNING_KEYS,
-    MODEL_NAME,
-    allow_warnings_value,
-    axis_sizes_value,
-    dynamic_axes_value,
-    factory_value,
-    inputs_value,
-    model_name_value,
-    outputs_value,
-    weights_value,
-)
-from onnx_parity.settings.schema import ModelSpec, Settings, overridable
-from onnx_parity.settings.values import ConfigError, Place, check_keys, show_value
+from onnx_parity.settings.model_keys import ALLOW_WARNING_KEYS, MODEL_NAME
+from onnx_parity.settings.schema import Key, ModelSpec, Settings, declared_keys
+from onnx_parity.settings.values import ConfigError, KeyContext, Place, check_keys, show_value
 
 __all__ = ["ALLOW_WARNING_KEYS", "MODEL_KEYS", "TOP_KEYS", "load_settings"]
 
-OVERRIDE_KEYS = tuple(item.key for item in overridable())
-TOP_KEYS = (*OVERRIDE_KEYS, "model")
-MODEL_KEYS = (
-    "name", "factory", "weights", "inputs", "outputs", "dynamic-axes", "allow-warnings",
-    *OVERRIDE_KEYS, "axis-sizes",
-)
+KEYS = declared_keys()
+# Settable at the top level (for every model) and in a [[model]].
+OVERRIDABLE = tuple(key for key in KEYS if not key.model_only)
+TOP_KEYS = (*(key.name for key in OVERRIDABLE), "model")
+MODEL_KEYS = tuple(key.name for key in KEYS)
 
 # ---------------------------------------------------------------------------------------------
 # Entry point
@@ -46,19 +36,24 @@ def load_settings(repo: Path, config: Path | None = None) -> Settings:
     found = find_config(root, config)
     place = Place(found.label)
     check_keys(found.table, TOP_KEYS, place, belongs_in_model=MODEL_KEYS)
-    common = _overrides(found.table, place)
+    common = _fields(_read(found.table, OVERRIDABLE, place, root))
     models = _models(found.table, place, common, root)
     return Settings(repo=root, config_path=found.path.resolve(), models=models)
 
 
-# ---------------------------------------------------------------------------------------------
-# Values that may be set at the top level and overridden per model
+def _read(table: Table, keys: Iterable[Key], place: Place, root: Path) -> dict[str, Any]:
+    """TOML key -> checked value, for the keys of `keys` that `table` sets, in their order
+    (a key's check sees the values read before it)."""
+    read: dict[str, Any] = {}
+    for key in keys:
+        if key.name in table:
+            read[key.name] = key.read(table[key.name], KeyContext(place, key.name, root, read))
+    return read
 
 
-def _overrides(table: Table, place: Place) -> dict[str, Any]:
-    """The ModelSpec fields that `table` sets, checked (see schema.setting)."""
-    return {item.field: item.check(table[item.key], place.at(item.key))
-            for item in overridable() if item.key in table}
+def _fields(read: dict[str, Any]) -> dict[str, Any]:
+    """TOML key -> value, as ModelSpec field -> value."""
+    return {key.field: read[key.name] for key in KEYS if key.name in read}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -113,24 +108,8 @@ def _model(entry: object, index: int, file: Place, common: dict[str, Any],
             "its own [[model]] section with name, factory and inputs."
         )
     check_keys(entry, MODEL_KEYS, place)
-    _require(entry, ("name", "factory", "inputs"), place)
-    name = model_name_value(entry["name"], place.at("name"))
-    factory = factory_value(entry["factory"], place.at("factory"))
-    own = {**common, **_overrides(entry, place)}
-    inputs = inputs_value(entry["inputs"], place, root)
-    outputs = outputs_value(entry["outputs"], place.at("outputs")) if "outputs" in entry else None
-    dynamic_axes = dynamic_axes_value(entry.get("dynamic-axes", {}), place, inputs, outputs)
-    return ModelSpec(
-        name=name,
-        factory=factory,
-        weights=weights_value(entry.get("weights"), place.at("weights"), root),
-        inputs=inputs,
-        outputs=outputs or (),
-        dynamic_axes=dynamic_axes,
-        allow_warnings=allow_warnings_value(entry.get("allow-warnings", []), place),
-        axis_sizes=axis_sizes_value(entry.get("axis-sizes", {}), place, dynamic_axes),
-        **own,
-    )
+    _require(entry, place)
+    return ModelSpec(**{**common, **_fields(_read(entry, KEYS, place, root))})
 
 
 def _model_label(entry: object, index: int) -> str:
@@ -140,14 +119,9 @@ def _model_label(entry: object, index: int) -> str:
     return f"model[{index}]"
 
 
-def _require(entry: Table, keys: tuple[str, ...], place: Place) -> None:
-    fixes = {
-        "name": 'name = "my-model"',
-        "factory": 'factory = "models.net:build_model"',
-        "inputs": 'inputs = { input = "samples/input.npy" }',
-    }
-    for key in keys:
-        if key not in entry:
+def _require(entry: Table, place: Place) -> None:
+    for key in KEYS:
+        if key.default is None and key.name not in entry:
             raise ConfigError(
-                f"{place.at(key)}: missing. Add it to this [[model]], e.g. {fixes[key]}."
+                f"{place.at(key.name)}: missing. Add it to this [[model]], e.g. {key.example}."
             )

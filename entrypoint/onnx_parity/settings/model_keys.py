@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity.settings.paths import bundle_path, sample_path, weights_path
-from onnx_parity.settings.schema import AllowWarning
 from onnx_parity.settings.values import (
     ConfigError,
+    KeyContext,
     Place,
     check_keys,
     did_you_mean,
@@ -26,6 +27,14 @@ ALLOW_WARNING_KEYS = ("match", "reason")
 # The name becomes `<name>.onnx` and an artifact name: keep it to characters safe everywhere.
 MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
 AXIS = re.compile(r"[0-9]{1,3}")  # no tensor has 1000 dimensions
+
+
+@dataclass(frozen=True)
+class AllowWarning:
+    """One `[[model.allow-warnings]]` entry: an export warning accepted, and why."""
+
+    match: str
+    reason: str
 
 
 def model_name_value(value: object, where: str) -> str:
@@ -55,15 +64,14 @@ def _dotted_identifier(text: str) -> bool:
     return bool(text) and all(part.isidentifier() for part in text.split("."))
 
 
-def weights_value(value: object, where: str, root: Path) -> Path | None:
-    if value is None:
-        return None
-    raw = string(value, where, 'a path to a state_dict file, e.g. weights = "weights/model.pt"')
-    return weights_path(root, raw, where)
+def weights_value(value: object, context: KeyContext) -> Path:
+    raw = string(value, context.where,
+                 'a path to a state_dict file, e.g. weights = "weights/model.pt"')
+    return weights_path(context.root, raw, context.where)
 
 
-def inputs_value(value: object, place: Place, root: Path) -> dict[str, Path] | Path:
-    where = place.at("inputs")
+def inputs_value(value: object, context: KeyContext) -> dict[str, Path] | Path:
+    place, root, where = context.place, context.root, context.where
     if isinstance(value, str):
         return bundle_path(root, value, where)
     if not isinstance(value, dict) or not value:
@@ -92,18 +100,16 @@ def outputs_value(value: object, where: str) -> tuple[str, ...]:
     return names
 
 
-def dynamic_axes_value(
-    value: object,
-    place: Place,
-    inputs: dict[str, Path] | Path,
-    outputs: tuple[str, ...] | None,
-) -> dict[str, dict[int, str]]:
-    where = place.at("dynamic-axes")
+def dynamic_axes_value(value: object, context: KeyContext) -> dict[str, dict[int, str]]:
+    place, where = context.place, context.where
+    inputs = context.read["inputs"]
+    outputs = context.read.get("outputs")
     if not isinstance(value, dict):
         raise wrong_type(where, value, 'a table, e.g. dynamic-axes = { input = { 0 = "batch" } }')
     # Names can only be checked when both sides are declared: an unknown name could
     # otherwise be an output (or an input inside a bundle) we have not seen.
-    known = (*inputs, *outputs) if isinstance(inputs, dict) and outputs is not None else None
+    known = (tuple(inputs) + tuple(outputs)
+             if isinstance(inputs, dict) and isinstance(outputs, tuple) else None)
     return {
         _axis_owner(name, where, known): _axes(axes, place.at(dotted("dynamic-axes", name)))
         for name, axes in value.items()
@@ -135,10 +141,11 @@ def _axes(value: object, where: str) -> dict[int, str]:
     return axes
 
 
-def allow_warnings_value(value: object, place: Place) -> tuple[AllowWarning, ...]:
+def allow_warnings_value(value: object, context: KeyContext) -> tuple[AllowWarning, ...]:
+    place = context.place
     if not isinstance(value, list):
         raise wrong_type(
-            place.at("allow-warnings"), value,
+            context.where, value,
             "[[model.allow-warnings]] sections, each with match and reason",
         )
     return tuple(_allow_warning(item, place.within(f"allow-warnings[{index}]"))
@@ -168,10 +175,11 @@ def _allow_warning(value: object, place: Place) -> AllowWarning:
 AxisSizes = dict[str, dict[int, tuple[int, ...]]]
 
 
-def axis_sizes_value(value: object, place: Place,
-                     dynamic_axes: dict[str, dict[int, str]]) -> AxisSizes:
+def axis_sizes_value(value: object, context: KeyContext) -> AxisSizes:
     """input -> axis -> sizes; every axis named must be a declared dynamic axis other than 0."""
-    where = place.at("axis-sizes")
+    place, where = context.place, context.where
+    declared = context.read.get("dynamic-axes", {})
+    dynamic_axes: dict[str, dict[int, str]] = declared if isinstance(declared, dict) else {}
     if not isinstance(value, dict):
         raise wrong_type(where, value, "a table, e.g. axis-sizes = { input_ids = { 1 = [8, 16] } }")
     return {

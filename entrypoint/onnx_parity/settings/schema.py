@@ -1,9 +1,12 @@
 """The validated configuration: frozen values, built once, passed to every later stage.
 
-A key that may be set at the top level and overridden in a `[[model]]` is declared once, as a
-field of `ModelSpec` made by `setting(...)`: its TOML name, its default and its check. The
-loader, the list of valid keys and the defaults all come from those fields, so a new key of
-this kind is one line here (and its row in the README's table).
+Every configuration key is declared once, as a field of `ModelSpec` made by `setting(...)`:
+its TOML name, its type and meaning as the docs show them, its check, its default, whether
+only a `[[model]]` may set it, and whether it changes what a worker measures. The loader, the
+lists of valid keys, the cache's fingerprint, the generated reference page
+(docs/reference/configuration.md) and the property tests all read those declarations, so a
+new key is one declaration here (its check beside the others in settings/checks.py or
+settings/model_keys.py).
 """
 
 from __future__ import annotations
@@ -14,217 +17,255 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
 
-from onnx_parity.settings.values import (
-    ConfigError,
-    did_you_mean,
-    finite_number,
-    integer,
-    no_duplicates,
-    quoted,
-    show_value,
-    shown,
-    wrong_type,
+from onnx_parity.settings.checks import (
+    CALIBRATIONS,
+    DEFAULT_ATOL,
+    DEFAULT_BATCH_SIZES,
+    DEFAULT_DRIFT_WARNING_RATIO,
+    DEFAULT_OPSET,
+    DEFAULT_OPTIMIZATION,
+    DEFAULT_RTOL,
+    DEFAULT_TIMEOUT_SECONDS,
+    EXPORTERS,
+    OPTIMIZATION_LEVELS,
+    VARIANTS,
+    agreement_value,
+    batch_sizes_value,
+    calibration_value,
+    drift_ratio_value,
+    exporters_value,
+    memory_limit_value,
+    opset_value,
+    optimization_value,
+    sqnr_value,
+    timeout_value,
+    tolerance_value,
+    variants_value,
 )
+from onnx_parity.settings.model_keys import (
+    ALLOW_WARNING_KEYS,
+    AllowWarning,
+    allow_warnings_value,
+    axis_sizes_value,
+    dynamic_axes_value,
+    factory_value,
+    inputs_value,
+    model_name_value,
+    outputs_value,
+    weights_value,
+)
+from onnx_parity.settings.values import KeyContext
+
+__all__ = [
+    "DEFAULT_TIMEOUT_SECONDS", "EXPORTERS", "OPTIMIZATION_LEVELS", "VARIANTS", "AllowWarning",
+    "Key", "ModelSpec", "Settings", "declared_keys",
+]
 
 T = TypeVar("T")
-Check = Callable[[object, str], Any]
-
-EXPORTERS = ("dynamo", "torchscript")
-EXPORTER_CHOICES = ("auto", *EXPORTERS)
-DEFAULT_OPSET = 18
-DEFAULT_ATOL = 1e-5
-DEFAULT_RTOL = 1e-4
-DEFAULT_BATCH_SIZES = (1, 4)
-DEFAULT_TIMEOUT_SECONDS = 600.0
-MIN_OPSET = 7
-MAX_OPSET = 23
-VARIANTS = ("int8-dynamic", "int8-static", "fp16")
-CALIBRATIONS = ("minmax", "entropy", "percentile")
-# onnxruntime's graph optimization levels, lowest first; "all" is onnxruntime's own default.
-OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
-DEFAULT_OPTIMIZATION = "all"
-DEFAULT_DRIFT_WARNING_RATIO = 10.0
+Reader = Callable[[object, KeyContext], Any]
+_DECLARED = "onnx_parity.key"
 
 
-# ---------------------------------------------------------------------------------------------
-# Checks of the keys declared below
+@dataclass(frozen=True)
+class Key:
+    """One configuration key, as the loader, the cache and the docs see it."""
+
+    name: str  # as written in TOML
+    field: str  # the ModelSpec field it sets
+    kind: str  # its TOML type, as the docs show it
+    doc: str  # what it means (markdown)
+    read: Reader  # the check: the value as written -> the value ModelSpec holds
+    default: str | None  # the default as the docs show it; None: required
+    model_only: bool  # True: only a [[model]] may set it; else the top level too
+    measured: bool  # False: it only judges finished results (the cache does not re-run)
+    example: str  # a TOML line, e.g. 'opset = 18'
 
 
-def opset_value(value: object, where: str) -> int:
-    opset = integer(value, where, "an integer opset, e.g. opset = 18")
-    if not MIN_OPSET <= opset <= MAX_OPSET:
-        raise ConfigError(
-            f"{where}: opset {opset} is outside the supported range. Use an opset from "
-            f"{MIN_OPSET} to {MAX_OPSET} (the default is {DEFAULT_OPSET})."
-        )
-    return opset
+def plain(check: Callable[[object, str], T]) -> Callable[[object, KeyContext], T]:
+    """A check that needs only `where`, as a reader."""
+
+    def read(value: object, context: KeyContext) -> T:
+        return check(value, context.where)
+
+    return read
 
 
-def exporters_value(value: object, where: str) -> tuple[str, ...]:
+def setting(name: str, *, kind: str, doc: str, check: Reader, example: str,
+            default: Any = dataclasses.MISSING, shown: str | None = None,
+            model_only: bool = False, measured: bool = True) -> Any:
+    """A ModelSpec field declared as configuration key `name`.
+
+    `default` is the field's value when the key is left out (none: the key is required);
+    `shown` is how the docs write that default when it is not the value itself.
+    """
+    declared = {"name": name, "kind": kind, "doc": doc, "read": check, "example": example,
+                "default": _shown_default(default, shown), "model_only": model_only,
+                "measured": measured}
+    metadata = {_DECLARED: declared}
+    if default is dataclasses.MISSING:
+        return field(metadata=metadata)
+    if isinstance(default, dict):
+        return field(default_factory=dict, metadata=metadata)
+    return field(default=default, metadata=metadata)
+
+
+def _shown_default(default: object, shown: str | None) -> str | None:
+    if shown is not None or default is dataclasses.MISSING:
+        return shown
+    if isinstance(default, tuple):
+        return "[" + ", ".join(_toml(item) for item in default) + "]"
+    return _toml(default)
+
+
+def _toml(value: object) -> str:
     if isinstance(value, str):
-        name = _choice(value, where, EXPORTER_CHOICES, "exporter")
-        return EXPORTERS if name == "auto" else (name,)
-    if not isinstance(value, list) or not value:
-        raise wrong_type(
-            where, value, 'exporter = "auto", "dynamo", "torchscript", or a non-empty list '
-            'of the two in the order to try, e.g. ["torchscript", "dynamo"]'
-        )
-    names = tuple(_choice(item, where, EXPORTERS, "exporter") for item in value)
-    no_duplicates(names, where, "list each exporter once")
-    return names
+        return f'"{value}"'
+    return f"{value:g}".replace("e-0", "e-") if isinstance(value, float) else str(value)
 
 
-def tolerance_value(value: object, where: str) -> float:
-    number = finite_number(value, where, "a number, e.g. atol = 1e-5")
-    if number < 0:
-        raise ConfigError(f"{where}: {number} is negative. Use a tolerance >= 0, e.g. 1e-5.")
-    return float(number)
+def _choices(values: tuple[str, ...]) -> str:
+    return ", ".join(f'`"{value}"`' for value in values)
 
 
-def batch_sizes_value(value: object, where: str) -> tuple[int, ...]:
-    fix = "a non-empty list of positive integers, e.g. batch-sizes = [1, 4]"
-    if not isinstance(value, list) or not value:
-        raise wrong_type(where, value, fix)
-    sizes = tuple(integer(item, where, fix) for item in value)
-    if any(size <= 0 for size in sizes):
-        raise ConfigError(f"{where}: {show_value(value)} contains a size below 1. Use {fix}.")
-    no_duplicates(sizes, where, "list each batch size once")
-    return sizes
+_OVERRIDES = "Set at the top level for every model, or in a `[[model]]` for that model only."
 
 
-def timeout_value(value: object, where: str) -> float:
-    seconds = finite_number(value, where, "a number of seconds, e.g. timeout-seconds = 600")
-    if seconds <= 0:
-        raise ConfigError(
-            f"{where}: {seconds} is not a positive number of seconds. Use a value > 0, "
-            f"e.g. {DEFAULT_TIMEOUT_SECONDS:g}."
-        )
-    return float(seconds)
-
-
-def memory_limit_value(value: object, where: str) -> int:
-    fix = "a positive whole number of megabytes, e.g. memory-limit-mb = 4096 (omit it for no limit)"
-    megabytes = integer(value, where, fix)
-    if megabytes <= 0:
-        raise ConfigError(f"{where}: {megabytes} is not positive. Use {fix}.")
-    return megabytes
-
-
-def variants_value(value: object, where: str) -> tuple[str, ...]:
-    fix = (f'a list of deployment variants, e.g. variants = ["int8-dynamic", "fp16"] (any of '
-           f"{quoted(VARIANTS)})")
-    if not isinstance(value, list):
-        raise wrong_type(where, value, fix)
-    names = tuple(_choice(item, where, VARIANTS, "deployment variant") for item in value)
-    no_duplicates(names, where, "list each variant once")
-    return names
-
-
-def calibration_value(value: object, where: str) -> str:
-    return _choice(value, where, CALIBRATIONS, "calibration method")
-
-
-def _choice(value: object, where: str, choices: tuple[str, ...], what: str,
-            why: str = "") -> str:
-    """One of `choices`, else a message with the nearest one; `why` explains them, e.g. " (...)"."""
-    if not isinstance(value, str):
-        raise wrong_type(where, value, f"one of {quoted(choices)}")
-    if value not in choices:
-        raise ConfigError(f'{where}: unknown {what} "{shown(value)}"'
-                          f"{did_you_mean(value, choices)} Use one of {quoted(choices)}{why}.")
-    return value
-
-
-def sqnr_value(value: object, where: str) -> float:
-    return float(finite_number(value, where, "a number of decibels, e.g. min-sqnr-db = 25"))
-
-
-def agreement_value(value: object, where: str) -> float:
-    share = finite_number(value, where, "a share between 0 and 1, e.g. min-top1-agreement = 0.99")
-    if not 0 <= share <= 1:
-        raise ConfigError(f"{where}: {share} is not between 0 and 1. Write the share of samples "
-                          "whose top-1 class must agree, e.g. min-top1-agreement = 0.99.")
-    return float(share)
-
-
-def optimization_value(value: object, where: str) -> str:
-    return _choice(value, where, OPTIMIZATION_LEVELS, "optimization level",
-                   f" (onnxruntime's graph optimization level; the default "
-                   f'"{DEFAULT_OPTIMIZATION}" is what a deployment gets unless it sets another)')
-
-
-def drift_ratio_value(value: object, where: str) -> float:
-    number = finite_number(value, where, "a number, e.g. drift-warning-ratio = 10")
-    if number < 1:
-        raise ConfigError(
-            f"{where}: {number} is below 1. Use how many times the max abs diff may grow over "
-            f"the baseline before a drift-regression warning, e.g. {DEFAULT_DRIFT_WARNING_RATIO:g}."
-        )
-    return float(number)
-
-
-# ---------------------------------------------------------------------------------------------
-# The settings
-
-
-def setting(key: str, default: T, check: Check) -> T:
-    """A ModelSpec field settable at the top level and per model, as TOML key `key`."""
-    return field(default=default, metadata={"key": key, "check": check})
-
-
-@dataclass(frozen=True)
-class Overridable:
-    """One key settable at the top level and per model: its TOML name and ModelSpec field."""
-
-    key: str
-    field: str
-    check: Check
-
-
-@dataclass(frozen=True)
-class AllowWarning:
-    match: str
-    reason: str
-
-
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class ModelSpec:
-    """One `[[model]]` entry with the top-level defaults applied and paths resolved."""
+    """One `[[model]]` entry with the top-level defaults applied and paths resolved.
 
-    name: str
-    factory: str
+    The fields are in the order the valid-keys message lists them.
+    """
+
+    name: str = setting(
+        "name", kind="string", check=plain(model_name_value), model_only=True,
+        example='name = "my-model"',
+        doc="Unique among the models; it becomes the file name `<name>.onnx`, so it may use "
+            "only ASCII letters, digits, `.`, `_` and `-`, is 1-128 characters long and starts "
+            "with a letter, digit or `_`.")
+    factory: str = setting(
+        "factory", kind='string `"module:callable"`', check=plain(factory_value),
+        model_only=True, example='factory = "models.net:build_model"',
+        doc="A dotted module path, a colon, then a dotted attribute (`\"pkg.zoo:Models.resnet\"` "
+            "works too). It is imported from the repository root; calling it with no "
+            "arguments returns the `nn.Module`.")
     # Absolute paths, each checked to lie inside the repository.
-    weights: Path | None
+    weights: Path | None = setting(
+        "weights", kind="path", check=weights_value, default=None, shown="none",
+        model_only=True, example='weights = "weights/cnn.pt"',
+        doc="A `state_dict` file (`.pt` or `.pth`, read without running pickled code), loaded "
+            "into the module the factory returns.")
     # Either input name -> sample file, or one bundle (.npz/.pt file or Model Zoo folder).
-    inputs: dict[str, Path] | Path
-    outputs: tuple[str, ...]
-    dynamic_axes: dict[str, dict[int, str]]
-    allow_warnings: tuple[AllowWarning, ...]
-    # Settable at the top level, overridden per model (see the module docstring).
-    opset: int = setting("opset", DEFAULT_OPSET, opset_value)
-    exporters: tuple[str, ...] = setting("exporter", EXPORTERS, exporters_value)
-    atol: float = setting("atol", DEFAULT_ATOL, tolerance_value)
-    rtol: float = setting("rtol", DEFAULT_RTOL, tolerance_value)
-    batch_sizes: tuple[int, ...] = setting("batch-sizes", DEFAULT_BATCH_SIZES, batch_sizes_value)
-    timeout_seconds: float = setting("timeout-seconds", DEFAULT_TIMEOUT_SECONDS, timeout_value)
-    memory_limit_mb: int | None = setting("memory-limit-mb", None, memory_limit_value)
-    runtime_optimization: str = setting("runtime-optimization", DEFAULT_OPTIMIZATION,
-                                        optimization_value)
-    # A [[model]] key (settings/model_keys.py): input -> axis -> the sizes to run that axis at.
-    axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
+    inputs: dict[str, Path] | Path = setting(
+        "inputs", kind="table of input name -> path, or one path", check=inputs_value,
+        model_only=True, example='inputs = { input = "samples/input.npy" }',
+        doc="**Table:** input name -> sample file (`.npy`, `.npz` holding one array, `.pt`, or "
+            "`.pb` ONNX TensorProto). **Path:** one bundle holding all inputs, an `.npz`/`.pt` "
+            "file or a Model Zoo folder (`test_data_set_N` with `input_K.pb`). Axis 0 of each "
+            "sample is the samples axis that batches are cut from.")
+    outputs: tuple[str, ...] = setting(
+        "outputs", kind="array of distinct strings", check=plain(outputs_value), default=(),
+        shown="the model's own names", model_only=True, example='outputs = ["logits"]',
+        doc="Names for the exported outputs, in the order forward returns them.")
+    dynamic_axes: dict[str, dict[int, str]] = setting(
+        "dynamic-axes", kind="table of name -> { axis -> dimension name }",
+        check=dynamic_axes_value, default={}, shown="none (every axis fixed)", model_only=True,
+        example='dynamic-axes = { input = { 0 = "batch" }, logits = { 0 = "batch" } }',
+        doc="Axes of inputs and outputs that must stay variable in the exported model; axis "
+            "keys are indices 0-999. The names are checked against `inputs` and `outputs` when "
+            "both are declared by name. Axes that share a dimension name vary together.")
+    allow_warnings: tuple[AllowWarning, ...] = setting(
+        "allow-warnings", kind="array of tables `[[model.allow-warnings]]`",
+        check=allow_warnings_value, default=(), shown="none", model_only=True,
+        example='allow-warnings = [{ match = "Converting a tensor", reason = "constant here" }]',
+        doc=f"Export warnings accepted for this model, each with exactly the keys "
+            f"{', '.join(f'`{key}`' for key in ALLOW_WARNING_KEYS)}: text found in the "
+            "warning, and why it is harmless (kept in the report). A matched warning becomes "
+            "a note.")
+    opset: int = setting(
+        "opset", kind="integer, 7-23", check=plain(opset_value), default=DEFAULT_OPSET,
+        example="opset = 18",
+        doc=f"The ONNX opset to export to; the opset the model really has is read back. "
+            f"{_OVERRIDES}")
+    exporters: tuple[str, ...] = setting(
+        "exporter", kind='`"auto"`, `"dynamo"`, `"torchscript"`, or an array of the last two',
+        check=plain(exporters_value), default=EXPORTERS, shown='"auto"',
+        example='exporter = ["torchscript", "dynamo"]',
+        doc="The exporters to try, in order; `\"auto\"` is `[\"dynamo\", \"torchscript\"]`. A "
+            f"list keeps your order and names each exporter once. {_OVERRIDES}")
+    atol: float = setting(
+        "atol", kind="number >= 0", check=plain(tolerance_value), default=DEFAULT_ATOL,
+        example="atol = 1e-4",
+        doc="Absolute tolerance of the comparison of onnxruntime's outputs with PyTorch's: an "
+            f"element passes when `|onnx - torch| <= atol + rtol * |torch|`. {_OVERRIDES}")
+    rtol: float = setting(
+        "rtol", kind="number >= 0", check=plain(tolerance_value), default=DEFAULT_RTOL,
+        example="rtol = 1e-3",
+        doc=f"Relative tolerance of the same comparison. {_OVERRIDES}")
+    batch_sizes: tuple[int, ...] = setting(
+        "batch-sizes", kind="non-empty array of distinct integers >= 1",
+        check=plain(batch_sizes_value), default=DEFAULT_BATCH_SIZES, example="batch-sizes = [1, 8]",
+        doc=f"The batch sizes each model is checked at, cut from the samples axis. {_OVERRIDES}")
+    timeout_seconds: float = setting(
+        "timeout-seconds", kind="number > 0", check=plain(timeout_value),
+        default=DEFAULT_TIMEOUT_SECONDS, example="timeout-seconds = 900",
+        doc=f"Time limit of each model's worker; past it the model gets `timeout`. {_OVERRIDES}")
+    memory_limit_mb: int | None = setting(
+        "memory-limit-mb", kind="integer > 0", check=plain(memory_limit_value), default=None,
+        shown="no limit", example="memory-limit-mb = 4096",
+        doc="Memory limit of each model's worker, in megabytes; past it the model gets "
+            f"`out-of-memory`. Leave the key out for no limit. {_OVERRIDES}")
+    runtime_optimization: str = setting(
+        "runtime-optimization", kind=f"one of {_choices(OPTIMIZATION_LEVELS)}",
+        check=plain(optimization_value), default=DEFAULT_OPTIMIZATION,
+        example='runtime-optimization = "basic"',
+        doc="onnxruntime's graph optimization level for the session that runs the model "
+            "(`ORT_DISABLE_ALL`, `ORT_ENABLE_BASIC`, `ORT_ENABLE_EXTENDED`, `ORT_ENABLE_ALL`). "
+            '`"all"` is onnxruntime\'s own default, what a deployment gets unless it sets '
+            "another: set the level you deploy with. A model that fails above `\"disabled\"` but "
+            f"matches there gets `optimizer-drift`. {_OVERRIDES}")
     # Deployment variants built from the verified fp32 model (variants/).
-    variants: tuple[str, ...] = setting("variants", (), variants_value)
-    calibration: str = setting("calibration", "minmax", calibration_value)
-    min_sqnr_db: float | None = setting("min-sqnr-db", None, sqnr_value)
-    min_top1_agreement: float | None = setting("min-top1-agreement", None, agreement_value)
-    drift_warning_ratio: float = setting("drift-warning-ratio", DEFAULT_DRIFT_WARNING_RATIO,
-                                         drift_ratio_value)
+    variants: tuple[str, ...] = setting(
+        "variants", kind=f"array of distinct {_choices(VARIANTS)}",
+        check=plain(variants_value), default=(), shown="[] (none)",
+        example='variants = ["int8-dynamic", "fp16"]',
+        doc="Deployment variants built from the verified fp32 model with onnxruntime's own "
+            f"tools and checked against PyTorch's fp32 outputs. {_OVERRIDES}")
+    calibration: str = setting(
+        "calibration", kind=f"one of {_choices(CALIBRATIONS)}",
+        check=plain(calibration_value), default="minmax", example='calibration = "entropy"',
+        doc="How `int8-static` turns the activations seen on the committed samples into int8 "
+            f"ranges (onnxruntime's `CalibrationMethod`). {_OVERRIDES}")
+    min_sqnr_db: float | None = setting(
+        "min-sqnr-db", kind="finite number", check=plain(sqnr_value), default=None,
+        shown="no threshold", example="min-sqnr-db = 25",
+        doc="Below it a variant fails the model (`variant-degraded`): the worst SQNR, in dB, "
+            f"over every output and batch. {_OVERRIDES}")
+    min_top1_agreement: float | None = setting(
+        "min-top1-agreement", kind="number in 0-1", check=plain(agreement_value), default=None,
+        shown="no threshold", example="min-top1-agreement = 0.99",
+        doc="Below it a variant fails the model (`variant-degraded`): the share of rows whose "
+            "argmax over the last axis agrees with PyTorch's, for float outputs of rank >= 2. "
+            f"{_OVERRIDES}")
+    drift_warning_ratio: float = setting(
+        "drift-warning-ratio", kind="number >= 1", check=plain(drift_ratio_value),
+        default=DEFAULT_DRIFT_WARNING_RATIO, measured=False, example="drift-warning-ratio = 20",
+        doc="With a baseline (`--baseline`, `baseline-report`): a model that still passes but "
+            "whose max abs diff grew more than this many times over the base's, and above "
+            f"`atol / 10`, gets a `drift-regression` warning. {_OVERRIDES}")
+    # input -> axis -> the sizes to run that axis at.
+    axis_sizes: dict[str, dict[int, tuple[int, ...]]] = setting(
+        "axis-sizes", kind="table of input -> { axis -> array of sizes >= 1 }",
+        check=axis_sizes_value, default={}, shown="the committed size and max(2, size // 2)",
+        model_only=True, example="axis-sizes = { input_ids = { 1 = [8, 16] } }",
+        doc="The sizes a declared dynamic axis other than the batch runs at. Every axis named "
+            "must be declared in `dynamic-axes`; axis 0 is `batch-sizes`' job.")
 
 
-def overridable() -> tuple[Overridable, ...]:
-    """The keys declared with `setting(...)`, in declaration order."""
-    return tuple(Overridable(f.metadata["key"], f.name, f.metadata["check"])
-                 for f in dataclasses.fields(ModelSpec) if "key" in f.metadata)
+def declared_keys() -> tuple[Key, ...]:
+    """Every configuration key, in declaration order (the order of the valid-keys message)."""
+    return tuple(Key(field=f.name, **f.metadata[_DECLARED])
+                 for f in dataclasses.fields(ModelSpec) if _DECLARED in f.metadata)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 from onnx_parity.errors import UserError
 
@@ -124,6 +125,21 @@ class Place:
 
     def here(self) -> str:
         return ": ".join(part for part in (self.file, self.scope) if part)
+
+
+@dataclass(frozen=True)
+class KeyContext:
+    """What a key's check may look at: where the key sits, the repository, the keys before it."""
+
+    place: Place  # the table holding the key
+    key: str
+    root: Path
+    # The values of the keys of the same table read before this one, by TOML key.
+    read: Mapping[str, object]
+
+    @property
+    def where(self) -> str:
+        return self.place.at(self.key)
 
 
 def check_keys(
