@@ -18,12 +18,25 @@ from enum import IntEnum
 
 
 class ExitCode(IntEnum):
-    """What `onnx-parity check`, `merge`, `comment` and the action exit with (documented)."""
+    """What `onnx-parity check`, `merge`, `comment` and the action exit with.
 
-    PASSED = 0  # every model passed (or the gate let the run pass)
-    FAILED = 1  # at least one model did not pass the gate
-    INVALID = 2  # a UserError: the message names the file, the key and the fix
-    INTERNAL = 3  # a bug: re-run with --debug and report it
+    Each member's meaning is the text of docs/reference/exit-codes.md.
+    """
+
+    meaning: str
+
+    def __new__(cls, value: int, meaning: str) -> ExitCode:
+        member = int.__new__(cls, value)
+        member._value_ = value
+        member.meaning = meaning
+        return member
+
+    PASSED = 0, "Every model passed, or the `fail-on` gate let the run pass."
+    FAILED = 1, "At least one model did not pass the `fail-on` gate."
+    INVALID = 2, ("Bad input (configuration, command line, action inputs, event, output "
+                  "folder, report file): the message names the file, the key or input, and "
+                  "the fix.")
+    INTERNAL = 3, "A bug in onnx-parity: re-run with `--debug` for the traceback and report it."
 
 
 class OnnxParityError(Exception):

@@ -120,7 +120,10 @@ def _shown_default(default: object, shown: str | None) -> str | None:
 def _toml(value: object) -> str:
     if isinstance(value, str):
         return f'"{value}"'
-    return f"{value:g}".replace("e-0", "e-") if isinstance(value, float) else str(value)
+    if isinstance(value, float) and 0 < abs(value) < 1e-3:  # 1e-4, not 0.0001
+        mantissa, exponent = f"{value:e}".split("e")
+        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
+    return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def _choices(values: tuple[str, ...]) -> str:
@@ -227,7 +230,7 @@ class ModelSpec:
     # Deployment variants built from the verified fp32 model (variants/).
     variants: tuple[str, ...] = setting(
         "variants", kind=f"array of distinct {_choices(VARIANTS)}",
-        check=plain(variants_value), default=(), shown="[] (none)",
+        check=plain(variants_value), default=(), shown="none",
         example='variants = ["int8-dynamic", "fp16"]',
         doc="Deployment variants built from the verified fp32 model with onnxruntime's own "
             f"tools and checked against PyTorch's fp32 outputs. {_OVERRIDES}")
