@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from onnx_parity.export.capture import CapturedWarning, captured
-from onnx_parity.export.failures import classify
+from onnx_parity.export.failures import AttemptLog, classify
 
 
 @dataclass(frozen=True)
@@ -52,7 +52,8 @@ def export(exporter: str, request: ExportRequest) -> Exported:
             failure = error
     seconds = time.perf_counter() - started
     if failure is not None:
-        classified = classify(exporter, failure, capture.output, tuple(capture.warnings), seconds)
+        classified = classify(exporter, failure,
+                              AttemptLog(capture.output, tuple(capture.warnings), seconds))
         classified.output_logged = capture.logged
         raise classified
     return Exported(exporter, model_bytes, tuple(capture.warnings), capture.output, seconds,

@@ -9,6 +9,7 @@ repository).
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from onnx_parity.ansi import strip_ansi
 from onnx_parity.errors import ModelProblem
@@ -28,27 +29,34 @@ UNSUPPORTED_SUBJECT = re.compile(r"^(\w+) does not (?:currently )?support")
 IR_DUMP = re.compile(r"\s*\[Caused by |\n\s*\(node defined in |\n\s*Inputs:\n")
 
 
+@dataclass(frozen=True)
+class AttemptLog:
+    """What one exporter's run left behind: what it printed and warned, and how long it took."""
+
+    output: str = ""
+    warnings: tuple[CapturedWarning, ...] = ()
+    seconds: float = 0.0
+
+
 class ExportFailure(ModelProblem):
     """One exporter failed; `kind` is the finding code the failure maps to."""
 
     def __init__(self, exporter: str, kind: str, message: str, *, operator: str | None = None,
-                 frames: tuple[tuple[str, int], ...] = (), output: str = "",
-                 warnings: tuple[CapturedWarning, ...] = (), seconds: float = 0.0):
+                 frames: tuple[tuple[str, int], ...] = (), log: AttemptLog = AttemptLog()):
         super().__init__(message)
         self.exporter = exporter
         self.kind = kind
         self.message = message
         self.operator = operator
         self.frames = frames  # source frames the failure names, outermost first
-        self.output = output
-        self.warnings = warnings
-        self.seconds = seconds
+        self.output = log.output
+        self.warnings = log.warnings
+        self.seconds = log.seconds
         self.output_logged = False
         self.full_text = ""  # the exporter's whole message (IR dumps too), for the log only
 
 
-def classify(exporter: str, error: BaseException, output: str,
-             warnings: tuple[CapturedWarning, ...], seconds: float) -> ExportFailure:
+def classify(exporter: str, error: BaseException, log: AttemptLog) -> ExportFailure:
     chain = _chain(error)
     names = {type(item).__name__ for item in chain}
     text = str(error)
@@ -59,9 +67,8 @@ def classify(exporter: str, error: BaseException, output: str,
         kind = "data-dependent-branch"
     elif "UnsupportedOperatorError" in names or _mentions_unsupported(text):
         kind, operator = "unsupported-operator", _operator(text) or _subject(message)
-        frames = frames or _script_frames(text) or _graph_frames(operator, output)
-    failure = ExportFailure(exporter, kind, message, operator=operator, frames=frames,
-                            output=output, warnings=warnings, seconds=seconds)
+        frames = frames or _script_frames(text) or _graph_frames(operator, log.output)
+    failure = ExportFailure(exporter, kind, message, operator=operator, frames=frames, log=log)
     failure.full_text = strip_ansi(text)
     return failure
 

@@ -57,6 +57,15 @@ class WorkerFailure:
 
 
 @dataclass(frozen=True)
+class Startup:
+    """What the zygote does once, before it forks any worker."""
+
+    warm_up: bool = True
+    preload: str | None = None  # module:function(warm_up, preimports) run once, or None
+    preimports: tuple[str, ...] = ()  # data for the preload: installed module names
+
+
+@dataclass(frozen=True)
 class JobOutcome:
     key: str
     result: Any  # what the job function returned, unpickled (None on failure)
@@ -74,9 +83,7 @@ class WorkerPool:
         workdir: Path,
         jobs: int,
         env: Mapping[str, str],
-        warm_up: bool = True,
-        preload: str | None = None,
-        preimports: Sequence[str] = (),
+        startup: Startup = Startup(),
     ) -> None:
         if ":" not in job_function:
             raise WorkerPoolError(
@@ -88,16 +95,14 @@ class WorkerPool:
         self._workdir = Path(workdir).resolve()
         self._jobs = jobs
         self._env = dict(env)
-        self._warm_up = warm_up
-        self._preload = preload  # module:function(warm_up, preimports) run once, or None
-        self._preimports = tuple(preimports)  # data for the preload: installed module names
+        self._startup = startup
         self._zygote: ZygoteProcess | None = None
 
     def __enter__(self) -> Self:
         self._workdir.mkdir(parents=True, exist_ok=True)
         self._zygote = ZygoteProcess.start(
-            self._job_function, self._workdir, self._env, self._warm_up, self._preload,
-            self._preimports,
+            self._job_function, self._workdir, self._env, self._startup.warm_up,
+            self._startup.preload, self._startup.preimports,
         )
         return self
 
@@ -231,7 +236,8 @@ class _Run:
 
     def _enforce_limits(self, active: _Active, now: float) -> None:
         job, pid = active.job, active.pid
-        assert pid is not None and active.started is not None
+        assert pid is not None
+        assert active.started is not None
         if now - active.started > job.timeout_seconds:
             active.kind, active.detail = "timeout", f"exceeded {job.timeout_seconds:g} s"
             dump_stacks(pid)

@@ -7,6 +7,7 @@ pickled next to it (written, then renamed) for the pool to read.
 
 from __future__ import annotations
 
+import contextlib
 import faulthandler
 import importlib
 import io
@@ -118,7 +119,5 @@ def _write_outcome(path: Path, outcome: JobReturn) -> None:
 
 def flush_stdio() -> None:
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(Exception):
             stream.flush()
-        except Exception:
-            pass

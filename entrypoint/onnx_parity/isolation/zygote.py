@@ -14,6 +14,7 @@ The protocol is in isolation/protocol.py; the child's side in isolation/worker.p
 from __future__ import annotations
 
 import argparse
+import contextlib
 import ctypes
 import importlib
 import os
@@ -109,10 +110,8 @@ class Zygote:
             return
         if pid == 0:
             self._become_worker(key, job_file)
-        try:
+        with contextlib.suppress(OSError):
             os.setpgid(pid, pid)  # also done by the child; whichever runs first wins the race
-        except OSError:
-            pass
         self.children[pid] = key
 
     def _become_worker(self, key: str, job_file: Path) -> NoReturn:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity import __version__
@@ -37,6 +38,15 @@ EventSink = Callable[[str, str, float], None]
 ModelSink = Callable[[ModelResult], None]
 
 
+@dataclass(frozen=True)
+class Workers:
+    """Where the workers run, how many at once, and the environment they start from."""
+
+    workdir: Path
+    jobs: int
+    environ: Mapping[str, str]
+
+
 def versions() -> dict[str, str]:
     found = {"onnx-parity": __version__, "python": sys.version.split()[0]}
     for name in LIBRARIES:
@@ -50,8 +60,10 @@ def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-def run_models(settings: Settings, specs: tuple[ModelSpec, ...], workdir: Path, jobs: int,
-               environ: Mapping[str, str], on_event: EventSink,
+# Eight arguments: its one caller, commands/check.py, is being rewritten in the same change
+# (issue 17); taking `Workers` here is left to that rewrite, so the two do not collide.
+def run_models(settings: Settings, specs: tuple[ModelSpec, ...], workdir: Path,  # noqa: PLR0913
+               jobs: int, environ: Mapping[str, str], on_event: EventSink,
                on_model: ModelSink | None = None,
                cache: ModelCache | None = None) -> RunResult:
     """Every model in `specs`, in that order; `on_model` gets each result as it is ready.
@@ -75,7 +87,7 @@ def run_models(settings: Settings, specs: tuple[ModelSpec, ...], workdir: Path, 
         if on_model is not None:
             on_model(fresh[spec.name])
 
-    _run_workers(settings, missing, workdir, jobs, environ, on_event, collect)
+    _run_workers(settings, missing, Workers(workdir, jobs, environ), on_event, collect)
     models = tuple(reused.get(spec.name) or fresh[spec.name] for spec in specs)
     return RunResult(settings.relative(settings.config_path), versions(), models)
 
@@ -96,16 +108,17 @@ def _cached(specs: Sequence[ModelSpec], keys: dict[str, str], cache: ModelCache 
     return found
 
 
-def _run_workers(settings: Settings, specs: tuple[ModelSpec, ...], workdir: Path, jobs: int,
-                 environ: Mapping[str, str], on_event: EventSink,
+def _run_workers(settings: Settings, specs: tuple[ModelSpec, ...], workers: Workers,
+                 on_event: EventSink,
                  on_outcome: Callable[[JobOutcome], None]) -> list[JobOutcome]:
     if not specs:
         return []
-    slots = max(1, min(jobs, len(specs)))
+    slots = max(1, min(workers.jobs, len(specs)))
     threads = thread_budget(slots)
     pool_jobs = [Job(spec.name, ModelJob(spec, settings.repo, threads), spec.timeout_seconds,
                      spec.memory_limit_mb) for spec in specs]
-    with TorchWorkerPool(JOB_FUNCTION, workdir, slots, worker_environment(environ),
+    with TorchWorkerPool(JOB_FUNCTION, workers.workdir, slots,
+                         worker_environment(workers.environ),
                          preimports=installed_imports(specs, settings.repo)) as pool:
         return pool.run(pool_jobs, on_event, on_outcome)
 

@@ -21,19 +21,20 @@ from onnx_parity.settings.schema import DEFAULT_TIMEOUT_SECONDS
 JOB_FUNCTION = "onnx_parity.pipeline.new_model:probe_job"
 
 
-def probe_job(payload: tuple[NewModel, Path], workdir: Path, progress: object) -> ProbeResult:
-    """The worker's job (isolation/worker.py calls it with the unpickled payload)."""
+def probe_job(payload: tuple[NewModel, Path], _workdir: Path, _progress: object) -> ProbeResult:
+    """The worker's job (isolation/worker.py calls it with the unpickled payload, the worker's
+    folder and its progress callback; the probe needs neither of the last two)."""
     model, repo = payload
     return probe_model(model, repo)
 
 
 def probe_in_worker(model: NewModel, repo: Path, environ: Mapping[str, str]) -> ProbeResult:
-    with tempfile.TemporaryDirectory(prefix="onnx-parity-init-") as folder:
-        # No warm-up export: the probe only builds the model.
-        with TorchWorkerPool(JOB_FUNCTION, Path(folder), 1, worker_environment(environ),
-                             warm_up=False) as pool:
-            [outcome] = pool.run([Job(model.name, (model, repo), DEFAULT_TIMEOUT_SECONDS, None)],
-                                 lambda key, step, seconds: None)
+    # No warm-up export: the probe only builds the model.
+    with (tempfile.TemporaryDirectory(prefix="onnx-parity-init-") as folder,
+          TorchWorkerPool(JOB_FUNCTION, Path(folder), 1, worker_environment(environ),
+                          warm_up=False) as pool):
+        [outcome] = pool.run([Job(model.name, (model, repo), DEFAULT_TIMEOUT_SECONDS, None)],
+                             lambda _key, _step, _seconds: None)
     return _result(model, outcome)
 
 

@@ -38,12 +38,12 @@ from onnx_parity.results import (
     VariantResult,
 )
 from onnx_parity.settings.schema import ModelSpec
-from onnx_parity.variants.checked import check_variants, skipped_variants
+from onnx_parity.variants.checked import VerifiedModel, check_variants, skipped_variants
 from onnx_parity.verification import frozen, localise
 from onnx_parity.verification.cuts import CutRun
 from onnx_parity.verification.outputs import sample_notes
 from onnx_parity.verification.run_failures import reference_finding
-from onnx_parity.verification.verified import Exported, Verified, verify_model
+from onnx_parity.verification.verified import Exported, TorchSide, Verified, verify_model
 
 Progress = Callable[[str], None]
 SKIPPED = ("the fp32 model did not pass, so no variant was built from it: fix its findings "
@@ -90,6 +90,16 @@ class Ledger:
             axis_sizes=dict(self.axis_sizes), dimension_sizes=dict(self.dimension_sizes),
             divergence=self.divergence,
         )
+
+
+@dataclass(frozen=True)
+class Built:
+    """What the stages before verification made of the model: its module, bound samples, export."""
+
+    loaded: LoadedModel
+    bound: BoundInputs
+    samples: SampleSet
+    outcome: ExportOutcome
 
 
 class Timer:
@@ -148,12 +158,13 @@ def _stages(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
                                                     outcome.frozen.place)
         return
     _save_model(outcome.model_bytes, workdir, ledger)
+    built = Built(loaded, bound, samples, outcome)
     with timer.step("verify"):
-        verified = _verify(loaded, bound, samples, outcome, spec, repo, ledger, job.threads)
+        verified = _verify(built, job, ledger)
     failure = localise.target(verified.findings, verified.failed)
     if failure is not None:
         with timer.step("localise"):
-            _localise(loaded, bound, outcome, failure, verified, spec, repo, ledger, timer)
+            _localise(built, failure, verified, job, ledger, timer)
     ledger.findings += verified.findings
     ledger.comparisons += verified.comparisons
     ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
@@ -170,32 +181,33 @@ def _variants(model_bytes: bytes, verified: Verified, job: ModelJob, workdir: Pa
         checked = skipped_variants(spec, len(model_bytes), SKIPPED)
     else:
         folder = workdir / f"{spec.name}.variants"
-        checked = check_variants(model_bytes, verified.runs, verified.bound, spec, job.repo,
-                                 folder, job.threads)
+        fp32 = VerifiedModel(model_bytes, verified.runs, verified.bound)
+        checked = check_variants(fp32, spec, job.repo, folder, job.threads)
     ledger.variants += checked.results
     ledger.findings += checked.findings
 
 
-def _verify(loaded: LoadedModel, bound: BoundInputs, samples: SampleSet, outcome: ExportOutcome,
-            spec: ModelSpec, repo: Path, ledger: Ledger, threads: int) -> Verified:
+def _verify(built: Built, job: ModelJob, ledger: Ledger) -> Verified:
+    outcome = built.outcome
     assert outcome.model_bytes is not None  # only an exported model is verified
     facts = inspect_model(outcome.model_bytes)
     ledger.opset = facts.opset
-    ledger.findings += model_findings(facts, spec)
+    ledger.findings += model_findings(facts, job.spec)
     exported = Exported(outcome.model_bytes, facts, outcome.export_batch, outcome.frozen,
                         outcome.findings)
-    return verify_model(loaded.module, exported, bound, samples.golden, spec, repo, threads)
+    torch_side = TorchSide(built.loaded.module, built.bound, built.samples.golden)
+    return verify_model(torch_side, exported, job.spec, job.repo, job.threads)
 
 
-def _localise(loaded: LoadedModel, bound: BoundInputs, outcome: ExportOutcome,
-              failure: tuple[CutRun, str], verified: Verified, spec: ModelSpec, repo: Path,
+def _localise(built: Built, failure: tuple[CutRun, str], verified: Verified, job: ModelJob,
               ledger: Ledger, timer: Timer) -> None:
+    outcome, spec = built.outcome, job.spec
     assert outcome.model_bytes is not None
     request = localise.Localisation(
-        loaded.module, outcome.program, outcome.exporter or "", outcome.model_bytes, bound,
-        spec, repo, localise.deadline_for(spec.timeout_seconds, timer.started))
+        built.loaded.module, outcome.program, outcome.exporter or "", outcome.model_bytes,
+        built.bound, spec, job.repo, localise.deadline_for(spec.timeout_seconds, timer.started))
     ledger.divergence = localise.localise(request, *failure)
-    verified.findings = localise.attach(verified.findings, ledger.divergence, repo)
+    verified.findings = localise.attach(verified.findings, ledger.divergence, job.repo)
 
 
 def _load(spec: ModelSpec, repo: Path, ledger: Ledger) -> SampleSet:
@@ -236,6 +248,6 @@ def _tolerant_console() -> None:
 
 
 def run_in_process(spec: ModelSpec, repo: Path, workdir: Path,
-                   progress: Progress = lambda step: None) -> ModelResult:
+                   progress: Progress = lambda _step: None) -> ModelResult:
     """For tests: the same job without a worker process (build_model seeds as usual)."""
     return run_model(ModelJob(spec, repo), workdir, progress)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from onnx_parity.isolation.pool import Job, JobOutcome, WorkerPool, WorkerPoolError
+from onnx_parity.isolation.pool import Job, JobOutcome, Startup, WorkerPool, WorkerPoolError
 from onnx_parity.pipeline.warm_up import PRELOAD
 
 __all__ = ["Job", "JobOutcome", "TorchWorkerPool", "WorkerPoolError"]
@@ -16,5 +16,5 @@ class TorchWorkerPool(WorkerPool):
 
     def __init__(self, job_function: str, workdir: Path, jobs: int, env: Mapping[str, str],
                  warm_up: bool = True, preimports: Sequence[str] = ()) -> None:
-        super().__init__(job_function, workdir, jobs, env, warm_up=warm_up, preload=PRELOAD,
-                         preimports=preimports)
+        super().__init__(job_function, workdir, jobs, env,
+                         Startup(warm_up, PRELOAD, tuple(preimports)))

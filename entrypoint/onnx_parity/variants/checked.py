@@ -49,6 +49,15 @@ class Case:
 
 
 @dataclass(frozen=True)
+class VerifiedModel:
+    """The fp32 model that passed verification, the cuts it ran, and the inputs they came from."""
+
+    model_bytes: bytes
+    runs: Sequence[CutRun]  # every cut both runtimes ran, at every shape, with PyTorch's outputs
+    bound: BoundInputs
+
+
+@dataclass(frozen=True)
 class VariantsChecked:
     results: tuple[VariantResult, ...]
     findings: tuple[Finding, ...]
@@ -71,15 +80,15 @@ def skipped_variants(spec: ModelSpec, fp32_size: int, reason: str) -> VariantsCh
                                  for kind in spec.variants), ())
 
 
-def check_variants(model_bytes: bytes, runs: Sequence[CutRun], bound: BoundInputs,
-                   spec: ModelSpec, repo: Path, folder: Path,
+def check_variants(verified: VerifiedModel, spec: ModelSpec, repo: Path, folder: Path,
                    threads: int = 0) -> VariantsChecked:
     """`threads`: the worker's share of the cores for each onnxruntime session (0: default)."""
+    model_bytes, bound = verified.model_bytes, verified.bound
     folder.mkdir(parents=True, exist_ok=True)
     fp32_path = folder / "fp32.onnx"
     fp32_path.write_bytes(model_bytes)
     session = open_session(model_bytes, spec.runtime_optimization, threads)
-    cases = _cases(session, bound, spec, runs)
+    cases = _cases(session, bound, spec, verified.runs)
     calibration = _calibration_feeds(session, bound)
     context = _Context(spec, cases, FloatModel(fp32_path, calibration, repo, folder),
                        len(model_bytes), median_latency_ms(session, cases[0].feed), folder,

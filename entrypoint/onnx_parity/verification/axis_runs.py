@@ -33,17 +33,28 @@ class DimensionOutcome:
     findings: tuple[Finding, ...]
 
 
-def run_dimension(run: RunCut, starts: list[int], feed_at: FeedAt, size: int,
-                  dimension: Dimension, dims: tuple[Dimension, ...],
-                  base: list[OutputComparison], evidence: FrozenEvidence) -> DimensionOutcome:
-    """The dimension's other sizes at batch `size`; `base` holds that batch's committed rows."""
-    committed = {d.name: d.committed for d in dims}
+@dataclass(frozen=True)
+class AtBatch:
+    """The one batch size every dimension runs its other sizes at, and what those runs share."""
+
+    run: RunCut
+    starts: list[int]  # the start of each cut of this batch size
+    feed_at: FeedAt  # a cut's feed at the committed sizes, from its start
+    size: int
+    committed: dict[str, int]  # every declared dimension at its committed size
+    base: list[OutputComparison]  # this batch size's rows at the committed sizes
+    evidence: FrozenEvidence
+
+
+def run_dimension(batch: AtBatch, dimension: Dimension) -> DimensionOutcome:
+    """The dimension's other sizes at the batch size, each cut resized from its committed feed."""
     ran, passed = [dimension.committed], [dimension.committed]
     rows: list[OutputComparison] = []
     notes = _unchecked_sizes(dimension)
     for length in dimension.extra:
-        runs = [run(Cut(resize(feed_at(start), dimension, length), size,
-                        {**committed, dimension.name: length})) for start in starts]
+        runs = [batch.run(Cut(resize(batch.feed_at(start), dimension, length), batch.size,
+                              {**batch.committed, dimension.name: length}))
+                for start in batch.starts]
         torch_failure = next((r.reference_error for r in runs if r.reference_error), None)
         if torch_failure is not None:
             notes.append(_not_checked(dimension, length, torch_failure))
@@ -51,15 +62,14 @@ def run_dimension(run: RunCut, starts: list[int], feed_at: FeedAt, size: int,
         ran.append(length)
         merged = merge_cuts([row for r in runs for row in r.rows])
         rows += merged
-        if _frozen_at(dimension, length, runs, merged, base, passed, evidence):
+        if _frozen_at(batch, dimension, length, runs, merged, passed):
             continue
         passed.append(length)
     return DimensionOutcome(tuple(ran), tuple(rows), tuple(notes))
 
 
-def _frozen_at(dimension: Dimension, length: int, runs: list[CutRun],
-               merged: list[OutputComparison], base: list[OutputComparison],
-               passed: list[int], evidence: FrozenEvidence) -> bool:
+def _frozen_at(batch: AtBatch, dimension: Dimension, length: int, runs: list[CutRun],
+               merged: list[OutputComparison], passed: list[int]) -> bool:
     """True (and the evidence kept) when this length fails or mismatches and the committed
     length did not: the graph computes for the export length only."""
     details = {"dimension": dimension.name, "axes": [list(m) for m in dimension.members],
@@ -67,16 +77,16 @@ def _frozen_at(dimension: Dimension, length: int, runs: list[CutRun],
     label = f'{dimension.name} {length}'
     runtime = next((r.runtime_error for r in runs if r.runtime_error), None)
     if runtime is not None:
-        evidence.add_dimension(dimension.subject(), (
+        batch.evidence.add_dimension(dimension.subject(), (
             f"onnxruntime fails at {label} (passed at {_sizes(passed)}; exported at "
             f"{dimension.committed}): {runtime.message}{native_line(runtime)}"), details)
         return True
-    good = {row.output for row in base if row.passed}
+    good = {row.output for row in batch.base if row.passed}
     failing = [row for row in merged if not row.passed and row.output in good]
     if not failing:
         return False
     worst = failing[0]
-    evidence.add_dimension(dimension.subject(), (
+    batch.evidence.add_dimension(dimension.subject(), (
         f'the outputs differ at {label} while they match at {_sizes(passed)} (exported at '
         f'{dimension.committed}): output "{worst.output}" max abs diff '
         f"{_figure(worst.max_abs_diff)}, {worst.mismatched} of {worst.total} elements outside "

@@ -38,14 +38,12 @@ def compare_output(output: str, batch_size: int, torch_value: np.ndarray,
     """
     reference, candidate = np.asarray(torch_value), np.asarray(onnx_value)
     if reference.shape != candidate.shape:
-        total = max(reference.size, candidate.size)
-        return _result(output, batch_size, reference, candidate, None, total, total)
+        return _result(output, batch_size, reference, candidate, None)
     if _is_exact(reference):
         figures = _exact_figures(reference, candidate)
     else:
         figures = _tolerance_figures(reference, candidate, atol, rtol)
-    return _result(output, batch_size, reference, candidate, figures, reference.size,
-                   figures.mismatched)
+    return _result(output, batch_size, reference, candidate, figures)
 
 
 def nonfinite_mismatch(torch_value: np.ndarray, onnx_value: np.ndarray) -> int:
@@ -63,7 +61,10 @@ def nonfinite_mismatch(torch_value: np.ndarray, onnx_value: np.ndarray) -> int:
 
 
 def _result(output: str, batch_size: int, reference: np.ndarray, candidate: np.ndarray,
-            figures: _Figures | None, total: int, mismatched: int) -> OutputComparison:
+            figures: _Figures | None) -> OutputComparison:
+    """`figures` is None when the shapes differ: every element of the larger side mismatches."""
+    total = reference.size if figures is not None else max(reference.size, candidate.size)
+    mismatched = figures.mismatched if figures is not None else total
     return OutputComparison(
         output=output,
         batch_size=batch_size,

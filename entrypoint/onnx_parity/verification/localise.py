@@ -72,6 +72,16 @@ class Compared:
     origin: Origin
 
 
+@dataclass(frozen=True)
+class _Attempt:
+    """One localisation under way: what it was asked, the failing cut and output, its start."""
+
+    request: Localisation
+    run: CutRun
+    output: str
+    started: float  # time.perf_counter() when it began: the Divergence's seconds
+
+
 def deadline_for(timeout_seconds: float, started: float) -> float:
     """The model's timeout less a reserve to write the result: localising must not lose it."""
     return started + timeout_seconds - max(2.0, 0.1 * timeout_seconds)
@@ -90,7 +100,7 @@ def target(findings: list[Finding], failed: list[CutRun]) -> tuple[CutRun, str] 
 
 
 def localise(request: Localisation, run: CutRun, output: str) -> Divergence:
-    started = time.perf_counter()
+    attempt = _Attempt(request, run, output, time.perf_counter())
     graph = read_graph(request.model_bytes)
     try:
         if time.monotonic() > request.deadline:
@@ -98,30 +108,29 @@ def localise(request: Localisation, run: CutRun, output: str) -> Divergence:
         compared, skipped = (_dynamo_values if request.program is not None
                              else _module_values)(request, graph, run)
     except LocalisationTimeout:
-        return _empty(request, run, output, started, "stopped to stay within timeout-seconds")
+        return _empty(attempt, "stopped to stay within timeout-seconds")
     except RuntimeFailure as error:
-        return _empty(request, run, output, started,
-                      f"onnxruntime cannot run the graph's values: {error.message}")
+        return _empty(attempt, f"onnxruntime cannot run the graph's values: {error.message}")
     if not compared:
         reason = ("no value of the exported graph has a counterpart in PyTorch"
                   if request.program is not None else "the TorchScript graph names no module "
                   f"scope of a leaf module; {NEEDS_DYNAMO}")
-        return _empty(request, run, output, started, reason)
-    return _judged(request, run, output, graph, compared, skipped, started)
+        return _empty(attempt, reason)
+    return _judged(attempt, graph, compared, skipped)
 
 
-def _judged(request: Localisation, run: CutRun, output: str, graph: Graph,
-            compared: list[Compared], skipped: int, started: float) -> Divergence:
+def _judged(attempt: _Attempt, graph: Graph, compared: list[Compared],
+            skipped: int) -> Divergence:
     verdicts = {c.value: Verdict(c.row.passed, c.row.max_abs_diff) for c in compared}
     sources = feeders(graph, verdicts)
     first = first_divergence([c.value for c in compared], verdicts, sources)
     nodes = tuple(_node(c, first is not None and c.value == first.value) for c in compared)
     unlocalised = None
     if first is None:
+        hint = "" if attempt.request.program is not None else f"; {NEEDS_DYNAMO}"
         unlocalised = ("every compared value is within the tolerance: the drift comes from "
-                       "code no compared value covers" + ("" if request.program is not None
-                                                          else f"; {NEEDS_DYNAMO}"))
-    divergence = _divergence(request, run, output, nodes, skipped, started, unlocalised)
+                       "code no compared value covers" + hint)
+    divergence = _divergence(attempt, nodes, skipped, unlocalised)
     if first is None:
         return divergence
     return dataclasses.replace(divergence, inputs_max_abs_diff=first.inputs_max_abs_diff)
@@ -198,21 +207,21 @@ def _node(compared: Compared, first: bool) -> NodeCheck:
                      library_frame=origin.library_frame)
 
 
-def _divergence(request: Localisation, run: CutRun, output: str, nodes: tuple[NodeCheck, ...],
-                skipped: int, started: float, unlocalised: str | None) -> Divergence:
+def _divergence(attempt: _Attempt, nodes: tuple[NodeCheck, ...], skipped: int,
+                unlocalised: str | None) -> Divergence:
+    request, cut = attempt.request, attempt.run.cut
     return Divergence(
-        exporter=request.exporter, output=output, batch_size=run.cut.size,
+        exporter=request.exporter, output=attempt.output, batch_size=cut.size,
         input_shapes={name: tuple(int(n) for n in np.shape(array))
-                      for name, array in run.cut.feed.items()},
+                      for name, array in cut.feed.items()},
         optimization=LOCALISATION_LEVEL, atol=request.spec.atol, rtol=request.spec.rtol,
-        nodes=nodes, nodes_skipped=max(0, skipped), seconds=time.perf_counter() - started,
-        unlocalised=unlocalised,
+        nodes=nodes, nodes_skipped=max(0, skipped),
+        seconds=time.perf_counter() - attempt.started, unlocalised=unlocalised,
     )
 
 
-def _empty(request: Localisation, run: CutRun, output: str, started: float,
-           reason: str) -> Divergence:
-    return _divergence(request, run, output, (), 0, started, reason)
+def _empty(attempt: _Attempt, reason: str) -> Divergence:
+    return _divergence(attempt, (), 0, reason)
 
 
 def attach(findings: list[Finding], divergence: Divergence, repo: Path) -> list[Finding]:

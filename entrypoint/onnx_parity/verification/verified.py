@@ -49,6 +49,16 @@ class Exported:
     export_findings: tuple[Finding, ...] = ()
 
 
+@dataclass(frozen=True)
+class TorchSide:
+    """PyTorch's side of the comparison: the user's module, its bound samples, and the golden
+    outputs committed beside them."""
+
+    module: Any
+    bound: BoundInputs
+    golden: tuple[GoldenCase, ...] = ()
+
+
 @dataclass
 class Verified:
     repo: Path
@@ -89,10 +99,10 @@ class Runner:
         return batch_arrays(self.bound.arrays, self.bound.names, start, size)
 
 
-def verify_model(module: Any, exported: Exported, bound: BoundInputs,
-                 golden: tuple[GoldenCase, ...], spec: ModelSpec, repo: Path,
+def verify_model(torch_side: TorchSide, exported: Exported, spec: ModelSpec, repo: Path,
                  threads: int = 0) -> Verified:
     """`threads`: onnxruntime's intra- and inter-op threads (0: its default, one per core)."""
+    module, bound = torch_side.module, torch_side.bound
     verified = Verified(repo=repo, bound=bound)
     evidence = frozen.for_model(spec, bound)
     verified.findings += frozen.declared_axes(exported.facts, spec, bound, evidence)
@@ -112,7 +122,7 @@ def verify_model(module: Any, exported: Exported, bound: BoundInputs,
     verified.findings += _dimension_runs(runner, dims, evidence, verified)
     verified.findings += evidence.findings()
     verified.findings += _output_findings(exported, spec, verified)
-    verified.findings += golden_findings(session, golden, spec)
+    verified.findings += golden_findings(session, torch_side.golden, spec)
     verified.runs = [run for run in runner.ran if run.reference and run.runtime_error is None]
     return verified
 
@@ -162,11 +172,12 @@ def _dimension_runs(runner: Runner, dims: tuple[Dimension, ...],
     """Each declared non-batch dimension at its other sizes, at the first batch size."""
     size = runner.spec.batch_sizes[0]
     findings: list[Finding] = []
-    base = [row for row in verified.comparisons if row.batch_size == size]
+    batch = axis_runs.AtBatch(
+        runner.run, runner.cuts(size), lambda start: runner.feed(start, size), size,
+        {d.name: d.committed for d in dims},
+        [row for row in verified.comparisons if row.batch_size == size], evidence)
     for dimension in dims:
-        outcome = axis_runs.run_dimension(runner.run, runner.cuts(size),
-                                          lambda start: runner.feed(start, size), size,
-                                          dimension, dims, base, evidence)
+        outcome = axis_runs.run_dimension(batch, dimension)
         verified.comparisons += outcome.rows
         findings += outcome.findings
         for name, axes in dimension.axis_sizes(outcome.ran).items():

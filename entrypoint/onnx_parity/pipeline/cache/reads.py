@@ -10,6 +10,7 @@ code (a Rust tokenizer opening its own file) raise no audit event and are not se
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import sys
@@ -65,10 +66,9 @@ def record_reads(repo: Path) -> FilesRead:
 def _hook(event: str, args: tuple[object, ...]) -> None:
     if event != "open" or not args or not _ACTIVE:
         return
-    try:
+    # A hook that raises would fail the user's open(); never do that.
+    with contextlib.suppress(Exception):
         _ACTIVE[0].note(args[0])
-    except Exception:  # a hook that raises would fail the user's open(); never do that
-        pass
 
 
 def file_sha256(path: Path) -> str | None:

@@ -101,7 +101,8 @@ class GitHubRetry(Retry):
         failures = sum(1 for seen in self.history if seen.status is None or seen.status >= 500)
         return backoff_seconds(self.backoff_factor, failures)
 
-    def sleep(self, response: BaseHTTPResponse | None = None) -> None:
+    def sleep(self, _response: BaseHTTPResponse | None = None) -> None:
+        # urllib3 passes the response positionally; the wait was already chosen in increment.
         self.ledger.wait(self.wait)
 
     def increment(self, method: str | None = None, url: str | None = None,
