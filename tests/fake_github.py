@@ -227,12 +227,12 @@ class FakeGitHub:
 
     # -- operations (called with the lock held) --------------------------------------
 
-    def _get_user(self, exchange: Exchange, token: Token) -> tuple[int, dict, object]:
+    def _get_user(self, _exchange: Exchange, token: Token) -> tuple[int, dict, object]:
         if not token.personal:
             return 403, {}, _error_body(NOT_ACCESSIBLE)
         return 200, {}, self._private_user(token.login)
 
-    def _list_comments(self, exchange: Exchange, token: Token, owner: str, repo: str,
+    def _list_comments(self, exchange: Exchange, _token: Token, owner: str, repo: str,
                        number: str) -> tuple[int, dict, object]:
         items = self.comments.get((f"{owner}/{repo}", int(number)), [])
         return self._page(exchange, [self._comment_json(c) for c in items])
@@ -260,7 +260,7 @@ class FakeGitHub:
         comment["updated_at"] = self._now()
         return 200, {}, self._comment_json(comment)
 
-    def _pulls_for_commit(self, exchange: Exchange, token: Token, owner: str, repo: str,
+    def _pulls_for_commit(self, exchange: Exchange, _token: Token, owner: str, repo: str,
                           sha: str) -> tuple[int, dict, object]:
         pulls = [p for p in self.pulls if p.repository == f"{owner}/{repo}" and p.head_sha == sha]
         return self._page(exchange, [self._pull_json(p) for p in pulls])

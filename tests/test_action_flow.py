@@ -139,14 +139,18 @@ def test_first_run_creates_one_comment_and_the_second_updates_it(tmp_path, githu
     number = example("pull_request", "opened")["number"]
     assert first.code == 1
     comments = github.comments_on(REPO, number)
-    assert len(comments) == 1 and "gate-net" in comments[0]["body"]
+    assert len(comments) == 1
+    assert "gate-net" in comments[0]["body"]
     assert first.outputs["comment-url"] == comments[0]["html_url"]
 
     second = run_step(env, FakeCheck(PASSING))
     comments = github.comments_on(REPO, number)
-    assert second.code == 0 and len(comments) == 1
-    assert "gate-net" not in comments[0]["body"] and "resnet-tiny" in comments[0]["body"]
-    assert len(github.requests("POST")) == 1 and len(github.requests("PATCH")) == 1
+    assert second.code == 0
+    assert len(comments) == 1
+    assert "gate-net" not in comments[0]["body"]
+    assert "resnet-tiny" in comments[0]["body"]
+    assert len(github.requests("POST")) == 1
+    assert len(github.requests("PATCH")) == 1
 
 
 def test_outputs_summary_and_annotations_of_a_failing_pr(tmp_path, github):
@@ -190,7 +194,8 @@ def test_fork_pull_request_comment_refused_once_warns_and_keeps_the_verdict(tmp_
         assert len(github.requests("POST")) == 1
         [(props, message)] = step.commands("warning")
         assert props["title"] == "onnx-parity: PR comment"
-        assert "Resource not accessible by integration" in message and "workflow_run" in message
+        assert "Resource not accessible by integration" in message
+        assert "workflow_run" in message
         assert step.outputs["comment-url"] == ""
 
 
@@ -201,12 +206,15 @@ def test_pull_request_target_from_a_fork_is_refused_before_any_code_runs(tmp_pat
     (Path(env["GITHUB_WORKSPACE"]) / "requirements.txt").write_text("numpy\n", encoding="utf-8")
     check = FakeCheck(PASSING)
     step = run_step(env, check)
-    assert step.code == 2 and check.calls == []
+    assert step.code == 2
+    assert check.calls == []
     assert "pip install" not in step.stdout
     [(props, message)] = step.commands("error")
     assert props["title"] == "onnx-parity: fork pull request"
-    assert "mallory/Hello-World" in message and "comment-from-report" in message
-    assert github.exchanges == [] and not Path(env["GITHUB_OUTPUT"]).exists()
+    assert "mallory/Hello-World" in message
+    assert "comment-from-report" in message
+    assert github.exchanges == []
+    assert not Path(env["GITHUB_OUTPUT"]).exists()
 
 
 def test_pull_request_target_from_a_fork_runs_when_opted_in(tmp_path, github):
@@ -215,7 +223,8 @@ def test_pull_request_target_from_a_fork_runs_when_opted_in(tmp_path, github):
                  run_fork_code_with_write_token="true")
     check = FakeCheck(PASSING)
     step = run_step(env, check)
-    assert step.code == 0 and len(check.calls) == 1
+    assert step.code == 0
+    assert len(check.calls) == 1
     assert any("fork code" in props.get("title", "") for props, _ in step.commands("warning"))
     assert len(github.comments_on(REPO, payload["number"])) == 1
 
@@ -230,26 +239,29 @@ def test_a_report_too_long_for_a_comment_is_cut_with_a_pointer(tmp_path, github)
     assert "cut to GitHub's 65,536-character limit" in comment["body"]
     assert "https://github.com/Codertocat/Hello-World/actions/runs/4242" in comment["body"]
     assert "generated-model-0000" in comment["body"]
-    assert step.code == 1 and "generated-model-0899" in step.summary
+    assert step.code == 1
+    assert "generated-model-0899" in step.summary
 
 
 def test_a_boolean_typo_exits_2_naming_the_input(tmp_path, github):
     check = FakeCheck(PASSING)
     step = run_step(pr_env(tmp_path, github, comment="yes"), check)
-    assert step.code == 2 and check.calls == []
+    assert step.code == 2
+    assert check.calls == []
     [(props, message)] = step.commands("error")
     assert props["title"] == "onnx-parity: invalid input"
     assert message.startswith('input "comment" is "yes"')
 
 
 def test_a_configuration_error_exits_2_with_its_message(tmp_path, github):
-    def check(request: CheckRequest) -> CheckOutcome:
+    def check(_request: CheckRequest) -> CheckOutcome:
         raise ConfigError("onnx-parity.toml, [[model]] 1: key `factroy` is unknown; did you "
                           "mean `factory`?")
     step = run_step(pr_env(tmp_path, github), check)
     assert step.code == 2
     [(props, message)] = step.commands("error")
-    assert props["title"] == "onnx-parity: configuration" and "`factroy`" in message
+    assert props["title"] == "onnx-parity: configuration"
+    assert "`factroy`" in message
 
 
 def test_twelve_located_findings_make_ten_errors_and_one_notice(tmp_path, github):
@@ -273,13 +285,15 @@ def test_warnings_are_annotated_as_warnings_and_fail_only_with_fail_on_warning(t
         results[fail_on] = step.code
     assert results == {"error": 0, "warning": 1, "never": 0}
     [(props, _)] = step.commands("warning")
-    assert props["title"] == "tracer-warning in lib-net" and props["file"] == "vendor/lib.py"
+    assert props["title"] == "tracer-warning in lib-net"
+    assert props["file"] == "vendor/lib.py"
 
 
 def test_the_gate_per_fail_on():
     noted = RunResult("c", {}, (model("m", Finding("training-mode", "switched to eval()")),))
     assert all(gate_passed(noted, fail_on) for fail_on in FailOn)  # notes never fail
-    assert not gate_passed(FAILING, FailOn.ERROR) and gate_passed(FAILING, FailOn.NEVER)
+    assert not gate_passed(FAILING, FailOn.ERROR)
+    assert gate_passed(FAILING, FailOn.NEVER)
 
 
 # -- token hygiene --------------------------------------------------------------------------
@@ -331,10 +345,12 @@ def test_a_requirement_that_would_move_torch_fails_with_pips_lines(tmp_path, git
                                                                     encoding="utf-8")
     check = FakeCheck(PASSING)
     step = run_step(env, check)
-    assert step.code == 2 and check.calls == []
+    assert step.code == 2
+    assert check.calls == []
     [(props, message)] = step.commands("error")
     assert props["title"] == "onnx-parity: requirements"
-    assert "torch" in message and "pip's last lines" in message
+    assert "torch" in message
+    assert "pip's last lines" in message
 
 
 def test_requirements_outside_the_working_directory_are_refused(tmp_path, github):
@@ -363,7 +379,8 @@ def test_comment_from_report_finds_a_fork_pr_by_its_head_sha(tmp_path, github):
     env["INPUT_COMMENT-FROM-REPORT"] = write_report(env, FAILING)
     check = FakeCheck(PASSING)
     step = run_step(env, check)
-    assert check.calls == [] and step.code == 1
+    assert check.calls == []
+    assert step.code == 1
     assert len(github.requests("GET", rf"/commits/{sha}/pulls")) == 1
     [comment] = github.comments_on(repository, 77)
     assert "gate-net" in comment["body"]
@@ -386,7 +403,8 @@ def test_comment_from_report_uses_the_listed_pr_without_a_lookup(tmp_path, githu
 def test_comment_from_report_outside_the_workspace_is_refused(tmp_path, github):
     env = pr_env(tmp_path, github, comment_from_report="../event.json")
     step = run_step(env, FakeCheck(PASSING))
-    assert step.code == 2 and 'input "comment-from-report"' in step.commands("error")[0][1]
+    assert step.code == 2
+    assert 'input "comment-from-report"' in step.commands("error")[0][1]
 
 
 def test_comment_command_posts_a_report_and_refuses_a_non_report(tmp_path, github):
@@ -486,12 +504,14 @@ def test_real_engine_in_a_real_process_keeps_the_token_out_of_every_byte(tmp_pat
     written["requests"] = json.dumps([e.body for e in github.exchanges])
     assert {name for name, text in written.items() if TOKEN in text} == set()
 
-    assert step.outputs["failed-models"] == "gate" and step.outputs["passed"] == "false"
+    assert step.outputs["failed-models"] == "gate"
+    assert step.outputs["passed"] == "false"
     errors = [props for props, _ in step.commands("error")]
     assert any(p["file"] == "project/models/nets.py" and p["title"].endswith("in gate")
                for p in errors), errors
     [comment] = github.comments_on(REPO, 2)
-    assert "`gate`" in comment["body"] and comment["html_url"] == step.outputs["comment-url"]
+    assert "`gate`" in comment["body"]
+    assert comment["html_url"] == step.outputs["comment-url"]
 
     # SARIF and JUnit beside the report, their paths as outputs; SARIF's file paths are
     # relative to the repository root (the workspace), not to working-directory.
@@ -507,7 +527,7 @@ def test_real_engine_in_a_real_process_keeps_the_token_out_of_every_byte(tmp_pat
 
 
 def test_a_bug_in_the_check_is_exit_3_with_a_redacted_traceback(tmp_path, github):
-    def check(request: CheckRequest) -> CheckOutcome:
+    def check(_request: CheckRequest) -> CheckOutcome:
         raise RuntimeError(f"unexpected state while holding {TOKEN}")
     step = run_step(pr_env(tmp_path, github), check)
     assert step.code == 3

@@ -56,7 +56,7 @@ def _fetch_examples() -> None:
         tar.extractall(CACHE, filter="data")
 
 
-def example(event: str, action: str | None = None, where=lambda payload: True) -> dict:
+def example(event: str, action: str | None = None, where=lambda _payload: True) -> dict:
     """A deep copy of the first example of `event` (with `action`) that satisfies `where`."""
     for entry in webhook_examples():
         if entry["name"] != event:
@@ -137,7 +137,7 @@ def test_the_token_never_appears_in_the_inputs_repr():
     assert "ghs_do_not_print" not in repr(inputs)
 
 
-@pytest.mark.parametrize("value, expected", [("true", True), ("false", False), ("True", True),
+@pytest.mark.parametrize(("value", "expected"), [("true", True), ("false", False), ("True", True),
                                              ("FALSE", False), (" true ", True)])
 def test_booleans_accept_true_and_false_in_any_case(value, expected):
     assert ActionInputs.from_environ({"INPUT_COMMENT": value}).comment is expected
@@ -149,7 +149,8 @@ def test_a_boolean_typo_is_an_error_naming_the_input(name, value):
     with pytest.raises(InputError) as raised:
         ActionInputs.from_environ({environment_name(name): value})
     assert f'input "{name}" is "{value}"' in str(raised.value)
-    assert '"true"' in str(raised.value) and '"false"' in str(raised.value)
+    assert '"true"' in str(raised.value)
+    assert '"false"' in str(raised.value)
 
 
 def test_fail_on_accepts_only_its_three_values():
@@ -178,7 +179,8 @@ def test_pull_request_opened_gives_number_head_and_same_repository(tmp_path):
     payload = example("pull_request", "opened")
     event = EventContext.from_environ(runner_environment(tmp_path, "pull_request", payload))
     pr = event.pull_request
-    assert pr is not None and pr.number == payload["number"]
+    assert pr is not None
+    assert pr.number == payload["number"]
     assert pr.head_sha == payload["pull_request"]["head"]["sha"]
     assert not pr.is_fork
     assert event.checked_sha == pr.head_sha
@@ -207,13 +209,15 @@ def test_a_deleted_fork_counts_as_a_fork(tmp_path):
     payload["pull_request"]["head"]["repo"] = None
     event = EventContext.from_environ(runner_environment(tmp_path, "pull_request", payload))
     assert event.pull_request is not None
-    assert event.pull_request.is_fork and event.pull_request.head_repository is None
+    assert event.pull_request.is_fork
+    assert event.pull_request.head_repository is None
 
 
 def test_push_has_no_pull_request_and_links_at_github_sha(tmp_path):
     payload = example("push")
     event = EventContext.from_environ(runner_environment(tmp_path, "push", payload))
-    assert event.pull_request is None and event.workflow_run is None
+    assert event.pull_request is None
+    assert event.workflow_run is None
     assert event.source_base(".").endswith("/blob/" + "f" * 40)
 
 

@@ -44,16 +44,19 @@ def test_a_shard_posts_no_comment_and_no_annotations_but_keeps_its_outputs(tmp_p
     step = run_step(pr_env(tmp_path, github, shard="2/4", fail_on="never"), check)
     assert step.code == 0
     assert check.calls[0].shard == "2/4"
-    assert github.comments_on(REPO, NUMBER) == [] and github.requests("POST") == []
+    assert github.comments_on(REPO, NUMBER) == []
+    assert github.requests("POST") == []
     assert step.commands("error") == []
-    assert step.outputs["passed"] == "false" and step.outputs["failed-models"] == "gate-net"
+    assert step.outputs["passed"] == "false"
+    assert step.outputs["failed-models"] == "gate-net"
     assert "(shard 2/4)" in step.summary
 
 
 def test_a_bad_shard_is_exit_2_naming_the_input(tmp_path, github):
     check = FakeCheck(FAILING)
     step = run_step(pr_env(tmp_path, github, shard="5/4"), check)
-    assert step.code == 2 and check.calls == []
+    assert step.code == 2
+    assert check.calls == []
     assert 'input "shard" is "5/4": write K/N with 1 <= K <= N' in step.stdout
 
 
@@ -68,7 +71,8 @@ def test_cache_dir_and_baseline_report_reach_the_check_inside_the_workspace(tmp_
     assert request.baseline == (workspace / "base" / "report.json").resolve()
     (tmp_path / "o").mkdir()
     outside = run_step(pr_env(tmp_path / "o", github, cache_dir="../cache"), FakeCheck(FAILING))
-    assert outside.code == 2 and 'input "cache-dir" is "../cache"' in outside.stdout
+    assert outside.code == 2
+    assert 'input "cache-dir" is "../cache"' in outside.stdout
 
 
 def test_fail_on_regression_passes_failures_the_baseline_already_had(tmp_path, github):
@@ -92,5 +96,6 @@ def test_merge_reports_that_match_nothing_is_exit_2(tmp_path, github):
     code = run_action(pr_env(tmp_path, github, merge_reports="shards/*/report.json"),
                       check=check, client_factory=client_factory, stdout=stdout, stderr=stderr,
                       merge=merge_for_action)
-    assert code == 2 and check.calls == []
+    assert code == 2
+    assert check.calls == []
     assert 'input "merge-reports": "shards/*/report.json" matches no file' in stdout.getvalue()

@@ -257,7 +257,8 @@ def test_the_run_fails_cleanly_and_the_good_model_still_passes(bad_run: BadRun) 
     assert bad_run.done.code == 1, bad_run.done.stderr
     assert "Traceback" not in bad_run.done.stderr
     good = bad_run.models["good"]
-    assert good["passed"] and good["findings"] == []
+    assert good["passed"]
+    assert good["findings"] == []
     assert good["max_abs_diff"] < 1e-5
     assert {c["batch_size"] for c in good["comparisons"]} == {1, 3}
 
@@ -401,7 +402,8 @@ def test_no_pickle_payload_ever_ran(bad_run: BadRun, tmp_path: Path) -> None:
     torch.load(live.with_suffix(".pt"), weights_only=False)
     objects = np.load(bad_run.repo / "samples" / "objects.npy", allow_pickle=True)
     assert live.with_suffix(".pt-ran").exists()
-    assert (bad_run.markers / "objects-npy-ran").exists() and objects.dtype == object
+    assert (bad_run.markers / "objects-npy-ran").exists()
+    assert objects.dtype == object
 
 
 def test_nan_and_inf_in_samples_are_a_note_and_the_model_is_still_compared(

@@ -25,7 +25,8 @@ def test_benchmark_prints_and_writes_its_figures(tmp_path: Path) -> None:
     figures = json.loads(figures_path.read_text(encoding="utf-8"))
     for name in SERIES:
         series = figures["series"][name]
-        assert series["seconds"] and all(seconds > 0 for seconds in series["seconds"])
+        assert series["seconds"]
+        assert all(seconds > 0 for seconds in series["seconds"])
         assert series["label"] in done.stdout
     parity, bare = figures["series"]["parity"], figures["series"]["bare"]
     assert figures["overhead_ratio"] == parity["median"] / bare["median"]
@@ -40,15 +41,18 @@ def test_benchmark_prints_and_writes_its_figures(tmp_path: Path) -> None:
         assert f"{model}: build + export" in figures["bare_profile"]
         assert f"{model}: localise" not in figures["parity_profile"]  # passing: nothing to pay
     # The failing case: its localisation measured against its own check, both printed.
-    assert figures["failing"]["seconds"] and "spectral-head: localise" in figures["failing_profile"]
+    assert figures["failing"]["seconds"]
+    assert "spectral-head: localise" in figures["failing_profile"]
     localisation = figures["localisation"]
-    assert localisation["localise_seconds"] > 0 and localisation["check_seconds"] > 0
+    assert localisation["localise_seconds"] > 0
+    assert localisation["check_seconds"] > 0
     ratio = localisation["localise_seconds"] / localisation["check_seconds"]
     assert f"localisation of spectral-head: {localisation['localise_seconds']:.3f} s" in done.stdout
     assert f"{ratio:.3f}x" in done.stdout
     # What the deployment variants add to the example CNN's check, as a ratio.
     variants = figures["variants_profile"]
-    assert variants["variants"] > 0 and variants["fp32 check (load, build, export, verify)"] > 0
+    assert variants["variants"] > 0
+    assert variants["fp32 check (load, build, export, verify)"] > 0
     assert f"({variants['ratio']:.2f}x, aim < 0.5x)" in done.stdout
     # Runs that scale: every series measured, every ratio printed, and the edited model alone ran.
     scaling = figures["scaling"]

@@ -80,7 +80,8 @@ def test_a_second_run_reuses_every_result_and_never_imports_torch(warm: Warm,
     again = check(repo, cache, tmp_path / "out", python=TORCH_PROBE)
     assert again.code == 0, again.stderr
     assert "torch imported: False" in again.stdout
-    assert reused(again) == set(MODELS) and ran(again) == set()
+    assert reused(again) == set(MODELS)
+    assert ran(again) == set()
     report = again.report()
     for model in report["models"]:
         assert model["cached"] is True
@@ -99,7 +100,8 @@ def test_a_second_run_reuses_every_result_and_never_imports_torch(warm: Warm,
     assert (suite.tests, suite.failures, suite.skipped) == (3, 0, 3)  # not checked by this run
     for case in suite:
         [skipped] = case.result
-        assert isinstance(skipped, Skipped) and skipped.message.startswith("not re-run")
+        assert isinstance(skipped, Skipped)
+        assert skipped.message.startswith("not re-run")
     [first] = list(JUnitXml.fromfile(str(warm.first.folder / "report.junit.xml")))
     assert (first.tests, first.skipped) == (3, 0)
 
@@ -137,7 +139,8 @@ def test_editing_one_models_source_reruns_only_the_models_that_imported_it(
     source.write_text(source.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
     done = check(repo, cache, tmp_path / "out")
     assert done.code == 0, done.stderr
-    assert ran(done) == {"alpha"} and reused(done) == {"good", "drifting"}
+    assert ran(done) == {"alpha"}
+    assert reused(done) == {"good", "drifting"}
     assert done.models()["alpha"]["cached"] is False
 
 
@@ -147,7 +150,8 @@ def test_a_file_the_factory_reads_is_part_of_the_fingerprint(warm: Warm, tmp_pat
     original = settings.read_text(encoding="utf-8")
     settings.write_text('{"scale": 1.0, "note": "same scale"}')
     done = check(repo, cache, tmp_path / "out")
-    assert ran(done) == {"drifting"} and reused(done) == {"alpha", "good"}
+    assert ran(done) == {"drifting"}
+    assert reused(done) == {"alpha", "good"}
     # Both versions of the file keep their entry (a base branch's and a pull request's).
     settings.write_text(original, encoding="utf-8")
     assert reused(check(repo, cache, tmp_path / "back")) == set(MODELS)
@@ -167,7 +171,8 @@ def test_samples_and_configuration_changes_miss_but_a_judging_key_does_not(
     config.write_text(text, encoding="utf-8")
     done = check(repo, cache, tmp_path / "out")
     assert done.code == 0, done.stderr
-    assert ran(done) == {"good", "drifting"} and reused(done) == {"alpha"}
+    assert ran(done) == {"good", "drifting"}
+    assert reused(done) == {"alpha"}
     assert done.models()["good"]["atol"] == 2e-5
 
 
@@ -189,7 +194,8 @@ def test_no_cache_checks_every_model_and_refreshes_the_entries(warm: Warm,
     before = max(created(path) for path in (cache / "v1").glob("*/*/*/entry.json"))
     done = check(repo, cache, tmp_path / "out", "--no-cache")
     assert done.code == 0, done.stderr
-    assert ran(done) == set(MODELS) and reused(done) == set()
+    assert ran(done) == set(MODELS)
+    assert reused(done) == set()
     entries = list((cache / "v1").glob("*/*/*/entry.json"))
     assert len(entries) == len(MODELS)
     assert all(created(path) > before for path in entries)  # replaced by this run's results

@@ -49,7 +49,8 @@ def write_junit(run: RunResult, tmp_path: Path) -> Path:
 def test_sarif_of_the_example_is_valid_sarif_2_1_0() -> None:
     document = render_sarif(example_run())
     assert sarif_errors(document) == []
-    assert document["version"] == "2.1.0" and len(document["runs"]) == 1
+    assert document["version"] == "2.1.0"
+    assert len(document["runs"]) == 1
 
 
 def test_sarif_declares_one_rule_per_finding_code_with_its_cause_and_fix() -> None:
@@ -183,6 +184,8 @@ def test_junit_skips_a_cached_pass_and_keeps_a_cached_failure_a_failure(tmp_path
                                "reused from the cache (measured 2026-11-30T08:00:00Z, commit "
                                "0123456789ab, run 42)")
     [failure] = cases["reused-failing"].result
-    assert isinstance(failure, Failure) and failure.type == "parity-mismatch"
+    assert isinstance(failure, Failure)
+    assert failure.type == "parity-mismatch"
     assert "its failing result was reused from the cache" in cases["reused-failing"].system_out
-    assert cases["checked"].is_passed and not cases["checked"].result
+    assert cases["checked"].is_passed
+    assert not cases["checked"].result

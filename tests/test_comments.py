@@ -72,7 +72,8 @@ def ours(github: FakeGitHub, config: str = CONFIG) -> list[dict]:
 def test_first_run_creates_one_comment(github, sleep):
     outcome = upsert(github, sleep, "## 3 models pass")
     [comment] = github.comments_on(REPO, PR)
-    assert outcome.action == "created" and outcome.warning is None
+    assert outcome.action == "created"
+    assert outcome.warning is None
     assert outcome.url == comment["html_url"]
     assert comment["body"] == f"{comment_marker(CONFIG)}\n## 3 models pass"
     assert comment["login"] == "github-actions[bot]"
@@ -84,8 +85,10 @@ def test_second_run_updates_still_one(github, sleep):
     second = upsert(github, sleep, "run 2")
     [comment] = github.comments_on(REPO, PR)
     assert (first.action, second.action) == ("created", "updated")
-    assert second.url == first.url and comment["body"].endswith("\nrun 2")
-    assert len(github.requests("POST")) == 1 and len(github.requests("PATCH")) == 1
+    assert second.url == first.url
+    assert comment["body"].endswith("\nrun 2")
+    assert len(github.requests("POST")) == 1
+    assert len(github.requests("PATCH")) == 1
 
 
 def test_250_foreign_comments_and_planted_marker_still_one_ours(github, sleep):
@@ -109,7 +112,8 @@ def test_250_foreign_comments_and_planted_marker_still_one_ours(github, sleep):
 def test_planted_marker_alone_is_never_updated(github, sleep):
     planted = github.add_comment(REPO, PR, f"{comment_marker(CONFIG)}\nfake", login="mallory")
     outcome = upsert(github, sleep, "real verdict")
-    assert outcome.action == "created" and len(ours(github)) == 2
+    assert outcome.action == "created"
+    assert len(ours(github)) == 2
     assert github.comments_on(REPO, PR)[0] == planted
 
 
@@ -143,13 +147,15 @@ def test_two_old_duplicates_update_newest_only(github, sleep):
     newer = github.add_comment(REPO, PR, f"{marker}\nrace 2", "github-actions[bot]", "Bot")
     assert upsert(github, sleep, "latest").action == "updated"
     bodies = {c["id"]: c["body"] for c in github.comments_on(REPO, PR)}
-    assert bodies[older["id"]].endswith("race 1") and bodies[newer["id"]].endswith("latest")
+    assert bodies[older["id"]].endswith("race 1")
+    assert bodies[newer["id"]].endswith("latest")
 
 
 def test_three_502_then_success_one_comment(github, sleep):
     github.fail_next(Fault.server_error(502), times=3, method="POST")
     outcome = upsert(github, sleep)
-    assert outcome.action == "created" and len(github.comments_on(REPO, PR)) == 1
+    assert outcome.action == "created"
+    assert len(github.comments_on(REPO, PR)) == 1
     assert [e.status for e in github.requests("POST")] == [502, 502, 502, 201]
     assert sleep.waits == [1.0, 2.0, 4.0]
     # Before each repeated POST the comments are listed again: 1 + 3 listings.
@@ -160,14 +166,17 @@ def test_three_created_but_502_then_update_one_comment(github, sleep):
     github.fail_next(Fault.created_but_502(), times=3, method="POST")
     outcome = upsert(github, sleep, "verdict")
     [comment] = github.comments_on(REPO, PR)
-    assert outcome.action == "created" and outcome.url == comment["html_url"]
-    assert len(github.requests("POST")) == 1 and len(github.requests("PATCH")) == 1
+    assert outcome.action == "created"
+    assert outcome.url == comment["html_url"]
+    assert len(github.requests("POST")) == 1
+    assert len(github.requests("PATCH")) == 1
 
 
 def test_rate_limited_retry_after_2_waits_then_posts_once(github, sleep):
     github.fail_next(Fault.retry_after(2, status=403), method="POST")
     outcome = upsert(github, sleep)
-    assert outcome.action == "created" and sleep.waits == [2.0]
+    assert outcome.action == "created"
+    assert sleep.waits == [2.0]
     assert [e.status for e in github.requests("POST")] == [403, 201]
     assert len(github.comments_on(REPO, PR)) == 1
 
@@ -175,15 +184,19 @@ def test_rate_limited_retry_after_2_waits_then_posts_once(github, sleep):
 def test_rate_limit_reset_in_10_minutes_fails_with_warning(github, sleep):
     github.fail_next(Fault.primary_rate_limit(int(NOW) + 600), method="POST")
     outcome = upsert(github, sleep)
-    assert outcome.action == "failed" and sleep.waits == []
-    assert "rate limit" in outcome.warning and "120 s" in outcome.warning
+    assert outcome.action == "failed"
+    assert sleep.waits == []
+    assert "rate limit" in outcome.warning
+    assert "120 s" in outcome.warning
     assert github.comments_on(REPO, PR) == []
 
 
 def test_fork_403_one_attempt_warning(github, sleep):
     outcome = upsert(github, sleep, token=FORK)
-    assert outcome.action == "failed" and outcome.url is None
-    assert len(github.requests("POST")) == 1 and sleep.waits == []
+    assert outcome.action == "failed"
+    assert outcome.url is None
+    assert len(github.requests("POST")) == 1
+    assert sleep.waits == []
     assert outcome.requests == 3
     for words in ("Resource not accessible by integration", "forks", "read-only",
                   "workflow_run", "README", "pull-requests: write"):
@@ -193,9 +206,11 @@ def test_fork_403_one_attempt_warning(github, sleep):
 
 def test_422_too_long_not_retried(github, sleep):
     outcome = upsert(github, sleep, "x" * 70_000)
-    assert outcome.action == "failed" and "65,536" in outcome.warning
+    assert outcome.action == "failed"
+    assert "65,536" in outcome.warning
     assert [e.status for e in github.requests("POST")] == [422]
-    assert sleep.waits == [] and github.comments_on(REPO, PR) == []
+    assert sleep.waits == []
+    assert github.comments_on(REPO, PR) == []
 
 
 def test_body_of_65536_with_marker_is_accepted(github, sleep):
@@ -206,7 +221,8 @@ def test_body_of_65536_with_marker_is_accepted(github, sleep):
 def test_slow_answer_times_out_then_retries(github, sleep):
     github.fail_next(Fault.slow(1.5), method="GET", path="comments$")
     outcome = upsert(github, sleep, timeout=0.3)
-    assert outcome.action == "created" and sleep.waits == [1.0]
+    assert outcome.action == "created"
+    assert sleep.waits == [1.0]
     assert len(github.requests("GET", "comments$")) == 2
     assert len(github.comments_on(REPO, PR)) == 1
 
@@ -214,15 +230,19 @@ def test_slow_answer_times_out_then_retries(github, sleep):
 def test_slow_post_created_then_timeout_no_duplicate(github, sleep):
     github.fail_next(Fault.slow(1.5), method="POST")
     outcome = upsert(github, sleep, timeout=0.3)
-    assert outcome.action == "created" and len(github.comments_on(REPO, PR)) == 1
-    assert len(github.requests("POST")) == 1 and len(github.requests("PATCH")) == 1
+    assert outcome.action == "created"
+    assert len(github.comments_on(REPO, PR)) == 1
+    assert len(github.requests("POST")) == 1
+    assert len(github.requests("PATCH")) == 1
 
 
 def test_github_down_fails_after_5_attempts_without_raising(github, sleep):
     github.fail_next(Fault.server_error(503), times=20)
     outcome = upsert(github, sleep)
-    assert outcome.action == "failed" and "after 5 attempts" in outcome.warning
-    assert outcome.requests == 5 and sleep.waits == [1.0, 2.0, 4.0, 8.0]
+    assert outcome.action == "failed"
+    assert "after 5 attempts" in outcome.warning
+    assert outcome.requests == 5
+    assert sleep.waits == [1.0, 2.0, 4.0, 8.0]
 
 
 def test_token_never_in_errors(github, sleep, caplog):
@@ -233,14 +253,17 @@ def test_token_never_in_errors(github, sleep, caplog):
                 upsert(github, sleep, "z" * 70_000).warning]
     assert all(warnings)
     for secret in ("W0rkflowS3cret", "F0rkS3cret"):
-        assert not any(secret in w for w in warnings) and secret not in caplog.text
+        assert not any(secret in w for w in warnings)
+        assert secret not in caplog.text
 
 
 def test_marker_names_config_and_cannot_be_closed_early():
     assert "onnx-parity.toml" in comment_marker("onnx-parity.toml")
     assert comment_marker("a.toml") != comment_marker("b.toml")
     evil = comment_marker("x --> <img src=y>")
-    assert evil.startswith("<!--") and evil.count("-->") == 1 and evil.endswith("-->")
+    assert evil.startswith("<!--")
+    assert evil.count("-->") == 1
+    assert evil.endswith("-->")
 
 
 # -- the fake against GitHub's OpenAPI description ------------------------------------
@@ -256,7 +279,8 @@ def test_fake_answers_validate_for_each_operation(contract, sleep):
         upsert_comment(client(fake, sleep), REPO, 8, CONFIG, "q" * 70_000)  # POST 422
         upsert_comment(client(fake, sleep, FORK), REPO, 8, CONFIG, "f")  # POST 403
         pulls = list(client(fake, sleep).paginate(f"/repos/{REPO}/commits/{'a' * 40}/pulls"))
-    assert fake.comments_on(REPO, 8) == [] and len(fake.requests("POST", comments)) == 2
+    assert fake.comments_on(REPO, 8) == []
+    assert len(fake.requests("POST", comments)) == 2
     assert [p["number"] for p in pulls] == [7]
     checked = set()
     for e in fake.exchanges:

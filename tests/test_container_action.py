@@ -107,7 +107,8 @@ def github():
         yield server
 
 
-def test_pull_request_in_the_image_comments_once_then_updates_in_place(image, github, tmp_path):
+@pytest.mark.usefixtures("image")
+def test_pull_request_in_the_image_comments_once_then_updates_in_place(github, tmp_path):
     opened = example("pull_request", "opened")
     repository, number = opened["repository"]["full_name"], opened["number"]
     first = run_in_container(tmp_path, github, opened, "pull_request")
@@ -117,8 +118,10 @@ def test_pull_request_in_the_image_comments_once_then_updates_in_place(image, gi
     comments = github.comments_on(repository, number)
     assert len(comments) == 1
     body = comments[0]["body"]
-    assert "onnx-parity.toml" in body and "2 of 6 models pass" in body
-    assert "`frozen-dimension`" in body and "aten::fft_rfft" in body
+    assert "onnx-parity.toml" in body
+    assert "2 of 6 models pass" in body
+    assert "`frozen-dimension`" in body
+    assert "aten::fft_rfft" in body
     head_sha = opened["pull_request"]["head"]["sha"]
     assert f"/blob/{head_sha}/models/branchy.py#L9" in body  # links at the PR's head
 
@@ -138,7 +141,8 @@ def test_pull_request_in_the_image_comments_once_then_updates_in_place(image, gi
     second = run_in_container(tmp_path, github, synchronize, "pull_request")
     assert second.code == 1
     comments_after = github.comments_on(repository, number)
-    assert len(comments_after) == 1 and comments_after[0]["id"] == comments[0]["id"]
+    assert len(comments_after) == 1
+    assert comments_after[0]["id"] == comments[0]["id"]
 
     for run in (first, second):
         assert TOKEN.encode() not in run.written_bytes()
@@ -146,8 +150,8 @@ def test_pull_request_in_the_image_comments_once_then_updates_in_place(image, gi
         assert TOKEN not in json.dumps(exchange.body or "")
 
 
-def test_push_in_the_image_needs_no_network_and_writes_summary_and_outputs(image, github,
-                                                                         tmp_path):
+@pytest.mark.usefixtures("image")
+def test_push_in_the_image_needs_no_network_and_writes_summary_and_outputs(github, tmp_path):
     """No comment to post: the image runs with no network at all (nothing fetched at run time)."""
     push = example("push")
     before = len(github.requests())

@@ -34,12 +34,17 @@ def test_fft_drift_is_localised_to_the_rfft_line_not_the_linear_after_it(check_m
                                                           "aten._fft_r2c.default")
     assert (finding.file, finding.line) == ("models/drift.py", rfft)  # the annotation lands here
     assert first["source"] == "spectrum = torch.fft.rfft(features).abs()"
-    assert first["max_abs_diff"] > 5e-7 and first["inputs_max_abs_diff"] <= 5e-7
+    assert first["max_abs_diff"] > 5e-7
+    assert first["inputs_max_abs_diff"] <= 5e-7
     nodes = {node.op: node for node in result.divergence.nodes}
     conv, linear = nodes["aten.conv1d.default"], nodes["aten.linear.default"]
-    assert conv.inside and conv.max_abs_diff < 5e-7 < first["max_abs_diff"]
-    assert conv.module == "conv" and conv.library_frame.startswith("site-packages/torch/nn/")
-    assert not linear.inside and not linear.first and linear.module == "head"
+    assert conv.inside
+    assert conv.max_abs_diff < 5e-7 < first["max_abs_diff"]
+    assert conv.module == "conv"
+    assert conv.library_frame.startswith("site-packages/torch/nn/")
+    assert not linear.inside
+    assert not linear.first
+    assert linear.module == "head"
     assert [node.first for node in result.divergence.nodes].count(True) == 1
     assert result.divergence.optimization == "disabled"
     assert f"Diverges first at `models/drift.py:{rfft}` (`aten._fft_r2c`)" in finding.message
@@ -52,12 +57,14 @@ def test_drift_introduced_in_the_third_block_is_localised_there(check_model):
     result = check_model(config("third", "ThirdBlockDrift", '{ x = "samples/x.npy" }',
                                 "atol = 0.0\nrtol = 0.0\n"))
     first = parity(result).details["first_divergence"]
-    assert first["module"] == "blocks.2" and first["op"] == "aten.silu.default"
+    assert first["module"] == "blocks.2"
+    assert first["op"] == "aten.silu.default"
     assert first["line"] == line_of(DRIFT, "torch.nn.functional.silu(x) * 1000.0")
     modules = [node.module for node in result.divergence.nodes]
     assert modules.index("blocks.0") < modules.index("blocks.2") < modules.index("blocks.3")
     before = [n for n in result.divergence.nodes if n.module in ("blocks.0", "blocks.1")]
-    assert before and all(n.inside and n.max_abs_diff == 0 for n in before)
+    assert before
+    assert all(n.inside and n.max_abs_diff == 0 for n in before)
 
 
 def test_a_torchscript_model_is_localised_to_its_module(check_model):
@@ -75,13 +82,16 @@ def test_torchscript_without_module_scopes_says_localisation_needs_dynamo(check_
     result = check_model(config("bare-ts", "FunctionalDrift", '{ x = "samples/x.npy" }',
                                 'atol = 0.0\nrtol = 0.0\nexporter = "torchscript"\n'))
     finding = parity(result)
-    assert "first_divergence" not in finding.details and finding.file is None
-    assert "Not localised" in finding.message and "needs the dynamo exporter" in finding.message
+    assert "first_divergence" not in finding.details
+    assert finding.file is None
+    assert "Not localised" in finding.message
+    assert "needs the dynamo exporter" in finding.message
 
 
 def test_a_passing_model_pays_nothing(check_model):
     result = check_model(config("fine", "ThirdBlockDrift", '{ x = "samples/x.npy" }'))
-    assert result.passed and result.divergence is None
+    assert result.passed
+    assert result.divergence is None
     assert "localise" not in [s.step for s in result.steps]
 
 
@@ -98,11 +108,13 @@ def test_the_first_outside_value_with_inside_inputs_introduces_the_drift() -> No
     assert sources == {"a": frozenset(), "c": frozenset({"a"}), "d": frozenset({"c", "a"})}
     verdicts = {"a": Verdict(True, 1e-9), "c": Verdict(False, 1e-3), "d": Verdict(False, 2e-3)}
     found = first_divergence(compared, verdicts, sources)
-    assert found is not None and (found.value, found.inputs_max_abs_diff) == ("c", 1e-9)
+    assert found is not None
+    assert (found.value, found.inputs_max_abs_diff) == ("c", 1e-9)
     # the drift starts at the very first value: its inputs are the graph's, exact
     verdicts["a"] = Verdict(False, 1e-3)
     again = first_divergence(compared, verdicts, sources)
-    assert again is not None and again.value == "a"
+    assert again is not None
+    assert again.value == "a"
     # everything inside: nothing to name
     assert first_divergence(compared, {k: Verdict(True, 0.0) for k in compared}, sources) is None
 
@@ -114,7 +126,8 @@ def test_where_a_node_comes_from() -> None:
     assert scope_module("/enc/layers.0/attn/q/Gemm") == "enc.layers.0.attn.q"
     assert scope_module("/out/out.0/Gemm") == "out.0"
     assert scope_module("/blocks/blocks.0/blocks.0.1/Mul") == "blocks.0.1"
-    assert scope_module("/Mul") is None and scope_module("Identity_0") is None
+    assert scope_module("/Mul") is None
+    assert scope_module("Identity_0") is None
 
 
 def test_localisation_never_spends_the_time_the_models_timeout_needs(check_model):
@@ -124,4 +137,5 @@ def test_localisation_never_spends_the_time_the_models_timeout_needs(check_model
                                 "atol = 0.0\nrtol = 0.0\ntimeout-seconds = 1\n"))
     finding = parity(result)
     assert "Not localised: stopped to stay within timeout-seconds" in finding.message
-    assert result.divergence is not None and result.divergence.nodes == ()
+    assert result.divergence is not None
+    assert result.divergence.nodes == ()

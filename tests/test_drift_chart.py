@@ -39,7 +39,8 @@ def test_the_example_comment_draws_the_drift_of_spectral_head_in_a_browser(
     (drawn,) = render(blocks, screenshot)
 
     assert not drawn.shows_an_error, drawn.error or drawn.texts
-    assert drawn.bars == 6 and drawn.lines == 1  # the 6 compared values and the tolerance
+    assert drawn.bars == 6
+    assert drawn.lines == 1
     assert "spectral-head: drift along the graph" in drawn.texts
     assert f"{FIRST_MARK} 3 _fft_r2c" in drawn.texts
     pixels = Counter(Image.open(screenshot).convert("RGB").get_flattened_data())
@@ -90,7 +91,8 @@ def test_no_line_without_an_absolute_tolerance_and_no_chart_for_one_value() -> N
 
     zero_atol = drift_chart("m", _divergence(two, atol=0.0))
 
-    assert zero_atol and not any(line.startswith("    line") for line in zero_atol)
+    assert zero_atol
+    assert not any(line.startswith("    line") for line in zero_atol)
     assert "log10(atol)" not in zero_atol[1]
     assert drift_chart("m", _divergence(two[:1], atol=1e-5)) == []
 

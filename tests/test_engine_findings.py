@@ -38,7 +38,8 @@ def model(name, factory, inputs='{ x = "samples/x.npy" }', dynamic=True, extra="
 def test_linear_passes_at_batch_1_and_3_with_diff_below_1e_6(check_model):
     result = check_model(model("linear", "Linear"))
     assert result.passed, result.findings
-    assert result.exporter == "dynamo" and result.opset == 18
+    assert result.exporter == "dynamo"
+    assert result.opset == 18
     assert {c.batch_size for c in result.comparisons} == {1, 3}
     assert 0 <= result.max_abs_diff < 1e-6
 
@@ -48,15 +49,18 @@ def test_parity_mismatch_at_zero_tolerance_reports_figures(check_model):
     finding = one(result, "parity-mismatch")
     assert finding.severity == Severity.ERROR
     worst = max(result.comparisons, key=lambda c: c.max_abs_diff)
-    assert worst.max_abs_diff > 0 and worst.mismatched > 0
+    assert worst.max_abs_diff > 0
+    assert worst.mismatched > 0
     assert worst.smallest_passing_atol == pytest.approx(worst.max_abs_diff)
-    assert "smallest passing atol" in finding.message and "max abs diff" in finding.message
+    assert "smallest passing atol" in finding.message
+    assert "max abs diff" in finding.message
 
 
 def test_frozen_dimension_without_dynamic_axes(check_model):
     result = check_model(model("frozen", "Linear", dynamic=False))
     finding = one(result, "frozen-dimension")
-    assert "static at 1" in finding.message and "batch 3" in finding.message
+    assert "static at 1" in finding.message
+    assert "batch 3" in finding.message
     assert "Got invalid dimensions" in finding.message  # onnxruntime's own words
 
 
@@ -94,7 +98,8 @@ def test_allow_warnings_keeps_the_branch_as_a_note_with_reason(check_model):
     result = check_model(model("sqrt-ok", "SqrtIfPositive",
                                inputs='{ x = "samples/positive.npy" }', extra=extra))
     branch = one(result, "data-dependent-branch")
-    assert branch.severity == Severity.NOTE and branch.allowed_by == "inputs are positive"
+    assert branch.severity == Severity.NOTE
+    assert branch.allowed_by == "inputs are positive"
     assert result.passed
 
 
@@ -102,7 +107,8 @@ def test_nan_or_inf_where_pytorch_is_finite(check_model):
     result = check_model(model("sqrt-mixed", "SqrtIfPositive", inputs='{ x = "samples/mixed.npy" }',
                                extra='exporter = "torchscript"\n'))
     finding = one(result, "nan-or-inf")
-    assert finding.severity == Severity.ERROR and "batch 3" in finding.message
+    assert finding.severity == Severity.ERROR
+    assert "batch 3" in finding.message
 
 
 def test_tracer_warning_for_python_float(check_model):
@@ -115,15 +121,18 @@ def test_tracer_warning_for_python_float(check_model):
 def test_unsupported_operator_named_and_not_handled(check_model):
     result = check_model(model("rfft-ts", "Spectrum", extra='exporter = "torchscript"\n'))
     finding = one(result, "unsupported-operator")
-    assert finding.details["operator"] == "aten::fft_rfft" and finding.details["handled"] is False
+    assert finding.details["operator"] == "aten::fft_rfft"
+    assert finding.details["handled"] is False
     assert (finding.file, finding.line) == ("models/tiny.py", line_of("torch.fft.rfft(x).abs()"))
-    assert finding.severity == Severity.ERROR and result.exporter is None
+    assert finding.severity == Severity.ERROR
+    assert result.exporter is None
 
 
 def test_exporter_fallback_handles_the_unsupported_operator(check_model):
     result = check_model(model("rfft-fallback", "Spectrum",
                                extra='exporter = ["torchscript", "dynamo"]\n'))
-    assert result.passed and result.exporter == "dynamo"
+    assert result.passed
+    assert result.exporter == "dynamo"
     assert one(result, "unsupported-operator").severity == Severity.NOTE
     fallback = one(result, "exporter-fallback")
     assert "torchscript failed" in fallback.message
@@ -152,7 +161,8 @@ def test_shape_and_dtype_mismatch_for_complex_output(check_model):
 def test_training_mode_note_and_eval_semantics(check_model):
     result = check_model(model("dropout", "training_dropout"))
     note = one(result, "training-mode")
-    assert note.severity == Severity.NOTE and "Dropout" in note.message
+    assert note.severity == Severity.NOTE
+    assert "Dropout" in note.message
     assert result.passed  # eval() was applied: no random dropout in either side
 
 
@@ -166,7 +176,8 @@ def test_golden_mismatch_and_runtime_error_from_model_zoo_folder(check_model, mo
         (folder / "output_0.pb").write_bytes(numpy_helper.from_array(golden).SerializeToString())
     result = check_model(model("zoo", "Double", inputs='"zoo"'))
     finding = one(result, "golden-mismatch")
-    assert "test_data_set_1" in finding.message and "test_data_set_0" not in finding.message
+    assert "test_data_set_1" in finding.message
+    assert "test_data_set_0" not in finding.message
 
 
 def test_load_error_names_the_missing_attribute(check_model):

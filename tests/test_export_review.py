@@ -23,7 +23,8 @@ def test_branch_in_the_repository_is_an_error_at_the_users_line(tmp_path: Path) 
     (tmp_path / "models").mkdir()
     [finding] = warning_findings((tracer(tmp_path / "models" / "net.py", 12, BOOLEAN),),
                                  tmp_path, ())
-    assert finding.code == "data-dependent-branch" and finding.severity == Severity.ERROR
+    assert finding.code == "data-dependent-branch"
+    assert finding.severity == Severity.ERROR
     assert (finding.file, finding.line) == ("models/net.py", 12)
 
 
@@ -32,14 +33,17 @@ def test_tracer_warning_inside_an_installed_package_is_a_warning(tmp_path: Path)
     outside = warning_findings((tracer(library, 40, FLOAT),), tmp_path / "repo", ())
     vendored = warning_findings((tracer(library, 40, FLOAT),), tmp_path, ())
     for [finding] in (outside, vendored):
-        assert finding.code == "tracer-warning" and finding.severity == Severity.WARNING
-        assert finding.file is None and "an installed package" in finding.message
+        assert finding.code == "tracer-warning"
+        assert finding.severity == Severity.WARNING
+        assert finding.file is None
+        assert "an installed package" in finding.message
 
 
 def test_allow_warnings_match_turns_it_into_a_note_with_the_reason(tmp_path: Path) -> None:
     allowed = (AllowWarning("Python boolean", "constant for deployed inputs"),)
     [finding] = warning_findings((tracer(tmp_path / "net.py", 3, BOOLEAN),), tmp_path, allowed)
-    assert finding.severity == Severity.NOTE and finding.allowed_by == "constant for deployed inputs"
+    assert finding.severity == Severity.NOTE
+    assert finding.allowed_by == "constant for deployed inputs"
     [other] = warning_findings((tracer(tmp_path / "net.py", 4, FLOAT),), tmp_path, allowed)
     assert other.severity == Severity.ERROR  # the entry explains booleans, not floats
 
@@ -52,7 +56,8 @@ def test_one_finding_per_line_and_other_categories_ignored(tmp_path: Path) -> No
 
 def test_two_traces_that_differ_are_a_branch_and_name_the_first_difference() -> None:
     finding = trace_divergence(("Gemm", "Mul"), ("Gemm", "Sub"), ())
-    assert finding is not None and "node 1 is Mul in one and Sub in the other" in finding.message
+    assert finding is not None
+    assert "node 1 is Mul in one and Sub in the other" in finding.message
     assert trace_divergence(("Gemm", "Mul"), ("Gemm", "Mul"), ()) is None
 
 

@@ -42,7 +42,7 @@ def client_for(github: FakeGitHub, sleep: RecordingSleep, token: str = TOKEN,
 COMMENTS = "/repos/octo/app/issues/7/comments"
 
 
-@pytest.mark.parametrize("method,path,body", [
+@pytest.mark.parametrize(("method", "path", "body"), [
     ("GET", "/user", None),
     ("POST", COMMENTS, {"body": "hi"}),
     ("GET", COMMENTS, None),
@@ -54,14 +54,16 @@ def test_timeout_03s_on_every_request_kind(github, sleep, method, path, body):
     with pytest.raises(GitHubError) as caught:
         client.request(method, path, body)
     assert time.monotonic() - started < 1.2
-    assert caught.value.status is None and caught.value.kind == "unavailable"
+    assert caught.value.status is None
+    assert caught.value.kind == "unavailable"
     assert "no answer within 0.3 s" in str(caught.value)
 
 
 def test_three_502_then_success_waits_1_2_4(github, sleep):
     github.fail_next(Fault.server_error(502), times=3)
     response = client_for(github, sleep).request("GET", "/user")
-    assert response.status == 200 and response.body["login"] == "alice"
+    assert response.status == 200
+    assert response.body["login"] == "alice"
     assert sleep.waits == [1.0, 2.0, 4.0]
     assert len(github.requests("GET", "/user")) == 4
 
@@ -71,7 +73,8 @@ def test_five_503_gives_up_after_5_attempts(github, sleep):
     client = client_for(github, sleep)
     with pytest.raises(GitHubError) as caught:
         client.request("GET", "/user")
-    assert caught.value.status == 503 and caught.value.kind == "unavailable"
+    assert caught.value.status == 503
+    assert caught.value.kind == "unavailable"
     assert "after 5 attempts" in str(caught.value)
     assert sleep.waits == [1.0, 2.0, 4.0, 8.0]
     assert len(github.exchanges) == 5
@@ -84,8 +87,10 @@ def test_connection_refused_retried_5_times(sleep):
     client = GitHubClient(f"http://127.0.0.1:{port}", TOKEN, sleep=sleep)
     with pytest.raises(GitHubError) as caught:
         client.request("GET", "/user")
-    assert caught.value.status is None and "connection failed" in str(caught.value)
-    assert client.requests_sent == 5 and sleep.waits == [1.0, 2.0, 4.0, 8.0]
+    assert caught.value.status is None
+    assert "connection failed" in str(caught.value)
+    assert client.requests_sent == 5
+    assert sleep.waits == [1.0, 2.0, 4.0, 8.0]
 
 
 def test_primary_rate_limit_waits_7s_until_reset(github, sleep):
@@ -111,9 +116,12 @@ def test_rate_limit_reset_in_600s_gives_up_at_once(github, sleep):
     github.fail_next(Fault.primary_rate_limit(int(FIXED_NOW) + 600))
     with pytest.raises(GitHubError) as caught:
         client_for(github, sleep).request("GET", "/user")
-    assert caught.value.kind == "rate-limited" and caught.value.status == 403
-    assert "600 s" in str(caught.value) and "120 s bound" in str(caught.value)
-    assert sleep.waits == [] and len(github.exchanges) == 1
+    assert caught.value.kind == "rate-limited"
+    assert caught.value.status == 403
+    assert "600 s" in str(caught.value)
+    assert "120 s bound" in str(caught.value)
+    assert sleep.waits == []
+    assert len(github.exchanges) == 1
 
 
 def test_total_wait_bound_120s_shared_by_rate_limit_and_backoff(github, sleep):
@@ -126,7 +134,8 @@ def test_total_wait_bound_120s_shared_by_rate_limit_and_backoff(github, sleep):
     # after 4 of the 5 attempts.
     assert sleep.waits == [110.0, 1.0, 2.0, 4.0]
     assert len(github.exchanges) == 5  # the rate-limited one and four 502s
-    assert client.waited_seconds <= 120.0 and caught.value.status == 502
+    assert client.waited_seconds <= 120.0
+    assert caught.value.status == 502
 
 
 def test_real_clock_retry_after_1s(github):
@@ -134,18 +143,21 @@ def test_real_clock_retry_after_1s(github):
     started = time.monotonic()
     response = GitHubClient(github.url, TOKEN).request("GET", "/user")
     elapsed = time.monotonic() - started
-    assert response.status == 200 and 1.0 <= elapsed < 3.0
+    assert response.status == 200
+    assert 1.0 <= elapsed < 3.0
 
 
-@pytest.mark.parametrize("token,path,status", [
+@pytest.mark.parametrize(("token", "path", "status"), [
     ("ghp_unknown", "/user", 401),
     (TOKEN, "/repos/octo/app/nothing-here", 404),
 ])
 def test_other_4xx_answered_once(github, sleep, token, path, status):
     with pytest.raises(GitHubError) as caught:
         client_for(github, sleep, token=token).request("GET", path)
-    assert caught.value.status == status and caught.value.kind == "refused"
-    assert len(github.exchanges) == 1 and sleep.waits == []
+    assert caught.value.status == status
+    assert caught.value.kind == "refused"
+    assert len(github.exchanges) == 1
+    assert sleep.waits == []
 
 
 def test_fork_readonly_403_answered_once(github, sleep):
@@ -153,7 +165,8 @@ def test_fork_readonly_403_answered_once(github, sleep):
         client_for(github, sleep, token="ghs_readonly").request("POST", COMMENTS, {"body": "x"})
     assert caught.value.status == 403
     assert caught.value.api_message == "Resource not accessible by integration"
-    assert len(github.exchanges) == 1 and sleep.waits == []
+    assert len(github.exchanges) == 1
+    assert sleep.waits == []
 
 
 def test_paginate_250_items_in_3_pages_of_100(github, sleep):
@@ -201,5 +214,7 @@ def test_token_never_in_errors(github, sleep, caplog):
     assert [f.status for f in failures] == [502, 403, 401]
     for failure in failures:
         shown = "".join(traceback.format_exception(failure)) + repr(failure)
-        assert "S3cr3tT0ken" not in shown and "ghs_readonly" not in shown
-    assert caplog.records and "S3cr3tT0ken" not in caplog.text
+        assert "S3cr3tT0ken" not in shown
+        assert "ghs_readonly" not in shown
+    assert caplog.records
+    assert "S3cr3tT0ken" not in caplog.text

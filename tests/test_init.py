@@ -95,13 +95,15 @@ def test_one_command_takes_a_repository_with_no_configuration_to_a_passing_check
     done = init(repo, "--factory", "models.net:build", "--input", "x=2x3x16x16",
                 env={"BUILT_IN_PID_FILE": str(pids)})
     assert done.code == 0, done.stdout + done.stderr
-    assert "1 of 1 models pass" in done.stdout and "forward(x)" in done.stdout
+    assert "1 of 1 models pass" in done.stdout
+    assert "forward(x)" in done.stdout
     assert done.models()["net"]["passed"] is True
     [entry] = config_of(repo)["model"]
     assert entry == {"name": "net", "factory": "models.net:build",
                      "inputs": {"x": "samples/net/x.npy"}, "dynamic-axes": {"x": {"0": "batch"}}}
     samples = np.load(repo / "samples" / "net" / "x.npy", allow_pickle=False)
-    assert samples.shape == (2, 3, 16, 16) and samples.dtype == np.float32
+    assert samples.shape == (2, 3, 16, 16)
+    assert samples.dtype == np.float32
     # Seeded: the same bytes on every run.
     again = np.random.default_rng(0).standard_normal((2, 3, 16, 16)).astype(np.float32)
     assert np.array_equal(samples, again)
@@ -109,7 +111,8 @@ def test_one_command_takes_a_repository_with_no_configuration_to_a_passing_check
     assert "samples/net/x.npy" in done.stderr
     # Built in a worker (the factory ran once to probe, once to check), never in init itself.
     built = pids.read_text().split()
-    assert len(built) == 2 and str(os.getpid()) not in built
+    assert len(built) == 2
+    assert str(os.getpid()) not in built
     # The command line's check agrees with what init printed.
     check = subprocess.run([sys.executable, "-m", "onnx_parity", "check", "--jobs", "1"],
                            cwd=repo, capture_output=True, text=True, timeout=600, check=False)
@@ -128,7 +131,8 @@ def test_real_samples_from_a_function_and_integer_inputs_bound_by_name(tmp_path:
     assert entry["inputs"] == {"input_ids": "samples/encoder/input_ids.npy",
                                "attention_mask": "samples/encoder/attention_mask.npy"}
     ids = np.load(repo / "samples" / "encoder" / "input_ids.npy")
-    assert ids.dtype == np.int64 and ids[1].tolist() == [3, 99, 12, 7, 64, 1]
+    assert ids.dtype == np.int64
+    assert ids[1].tolist() == [3, 99, 12, 7, 64, 1]
     assert done.models()["encoder"]["passed"] is True
 
 
@@ -138,7 +142,10 @@ def test_random_integer_inputs_stay_inside_their_range(tmp_path: Path) -> None:
                 "--name", "enc")
     assert done.code == 0, done.stdout + done.stderr
     ids = np.load(repo / "samples" / "enc" / "input_ids.npy")
-    assert ids.shape == (4, 6) and ids.dtype == np.int64 and 0 <= ids.min() and ids.max() < 100
+    assert ids.shape == (4, 6)
+    assert ids.dtype == np.int64
+    assert ids.min() >= 0
+    assert ids.max() < 100
 
 
 def test_existing_entries_and_comments_are_kept_byte_for_byte(tmp_path: Path) -> None:
@@ -157,7 +164,8 @@ def test_existing_entries_and_comments_are_kept_byte_for_byte(tmp_path: Path) ->
     added = after[len(before):]
     assert added.count(b"\n") == added.count(b"\r\n") > 3  # the file's own line endings
     assert [m["name"] for m in config_of(repo)["model"]] == ["first", "cnn"]
-    assert list(done.models()) == ["cnn"] and done.models()["cnn"]["passed"] is True
+    assert list(done.models()) == ["cnn"]
+    assert done.models()["cnn"]["passed"] is True
 
 
 def test_an_existing_model_name_or_sample_file_is_refused_without_force(tmp_path: Path) -> None:
@@ -168,13 +176,16 @@ def test_an_existing_model_name_or_sample_file_is_refused_without_force(tmp_path
     samples = (repo / "samples" / "net" / "x.npy").read_bytes()
 
     again = init(repo, "--factory", "models.net:build", "--input", "x=2x3x8x8")
-    assert again.code == 2 and again.stdout == ""
+    assert again.code == 2
+    assert again.stdout == ""
     assert again.stderr.strip() == ('onnx-parity: model "net" is already in onnx-parity.toml. '
                                     "Fix: choose another --name, or pass --force to replace its "
                                     "entry and samples.")
     (repo / "onnx-parity.toml").write_bytes(config.replace(b'name = "net"', b'name = "other"'))
     taken = init(repo, "--factory", "models.net:build", "--input", "x=2x3x8x8")
-    assert taken.code == 2 and "x.npy" in taken.stderr and "--force" in taken.stderr
+    assert taken.code == 2
+    assert "x.npy" in taken.stderr
+    assert "--force" in taken.stderr
     assert (repo / "samples" / "net" / "x.npy").read_bytes() == samples
 
 
@@ -205,7 +216,8 @@ def test_inputs_that_forward_does_not_take_are_refused_naming_its_parameters(
     done = init(repo, "--factory", "models.net:build", *inputs)
     assert done.code == 2
     assert done.stderr.strip() == expected
-    assert not (repo / "onnx-parity.toml").exists() and not (repo / "samples").exists()
+    assert not (repo / "onnx-parity.toml").exists()
+    assert not (repo / "samples").exists()
 
 
 def test_a_missing_required_input_is_refused(tmp_path: Path) -> None:
@@ -220,7 +232,8 @@ def test_a_missing_required_input_is_refused(tmp_path: Path) -> None:
 def test_a_factory_that_raises_is_exit_2_at_its_line(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     done = init(repo, "--factory", "models.net:broken", "--input", "x=1x3x8x8")
-    assert done.code == 2 and "Traceback" not in done.stderr
+    assert done.code == 2
+    assert "Traceback" not in done.stderr
     assert 'factory "models.net:broken" raised at models/net.py:' in done.stderr
     assert "ValueError: the config file is missing" in done.stderr
 
@@ -242,7 +255,8 @@ def test_malformed_options_are_exit_2_before_any_worker(tmp_path: Path, args: li
                                                         message: str) -> None:
     repo = make_repo(tmp_path / "repo")
     done = init(repo, "--factory", "models.net:build", *args)
-    assert done.code == 2 and message in done.stderr, done.stderr
+    assert done.code == 2, done.stderr
+    assert message in done.stderr, done.stderr
     assert done.stdout == ""  # refused before "building ... in a worker"
 
 
@@ -253,6 +267,7 @@ def test_pyproject_with_a_tool_table_gets_the_entry(tmp_path: Path) -> None:
     done = init(repo, "--factory", "models.net:build", "--input", "x=1x3x8x8")
     assert done.code == 0, done.stderr
     text = (repo / "pyproject.toml").read_text()
-    assert text.startswith(pyproject) and "[[tool.onnx-parity.model]]" in text
+    assert text.startswith(pyproject)
+    assert "[[tool.onnx-parity.model]]" in text
     assert not (repo / "onnx-parity.toml").exists()
     assert done.models()["net"]["batch_sizes"] == [1, 2]

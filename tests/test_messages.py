@@ -67,7 +67,8 @@ def test_torchscript_symbolic_failure_is_an_unsupported_operator_at_the_users_li
     assert (finding["file"], finding["line"]) == ("models/messages.py",
                                                   line_of(source, "torch.stft("))
     assert "STFT does not currently support complex types" in finding["message"]
-    assert "Caused by" not in finding["message"] and "Inputs:" not in finding["message"]
+    assert "Caused by" not in finding["message"]
+    assert "Inputs:" not in finding["message"]
     assert "dynamo" in finding["message"]  # what the other exporter does with the same model
     assert "other_exporter" in finding["details"]
     log = (messages_run.folder / "stft-ts.log").read_text(encoding="utf-8")
@@ -90,9 +91,11 @@ def test_a_tracer_warning_inside_an_installed_package_says_whose_code_it_is(
     for finding in warnings:
         assert "Rewrite the branch as tensor ops" not in finding["fix"]
         assert "belongs to the installed package transformers" in finding["fix"]
-        assert "allow-warnings" in finding["fix"] and 'exporter = "dynamo"' in finding["fix"]
+        assert "allow-warnings" in finding["fix"]
+        assert 'exporter = "dynamo"' in finding["fix"]
     shape = [f for f in warnings if "masking_utils.py" in f["message"]]
-    assert shape and all("It reads a shape" in f["fix"] for f in shape)
+    assert shape
+    assert all("It reads a shape" in f["fix"] for f in shape)
     # and the model itself, its logits_to_keep default fed, runs and compares
     assert messages_run.models()["gpt2-ts"]["comparisons"]
 
@@ -108,7 +111,8 @@ def test_frozen_view_names_the_line_says_once_why_batch_2_was_tried(messages_run
 
 def test_a_dropout_with_p_0_is_no_training_mode_note(messages_run: CliRun) -> None:
     model = messages_run.models()["dropout-zero"]
-    assert model["passed"] and "training-mode" not in [f["code"] for f in model["findings"]]
+    assert model["passed"]
+    assert "training-mode" not in [f["code"] for f in model["findings"]]
 
 
 def test_the_table_shows_how_close_each_model_came_to_its_tolerance(messages_run: CliRun) -> None:
@@ -122,7 +126,8 @@ def test_the_table_shows_how_close_each_model_came_to_its_tolerance(messages_run
 def test_share_of_tolerance_counts_rtol() -> None:
     # |d| = 1.69e-5 at |torch| = 1: atol 1e-5 + rtol 1e-4 * 1 = 1.1e-4 allowed -> 15%
     row = compare_output("y", 1, np.array([1.0, 0.5]), np.array([1.0000169, 0.5]), 1e-5, 1e-4)
-    assert row.passed and row.tolerance_share == pytest.approx(1.69e-5 / 1.1e-4, rel=1e-3)
+    assert row.passed
+    assert row.tolerance_share == pytest.approx(1.69e-5 / 1.1e-4, rel=1e-3)
     assert share_of_tolerance(row.tolerance_share) == "15% of tolerance"
     failing = compare_output("y", 1, np.array([1.0]), np.array([1.01]), 1e-5, 1e-4)
     assert share_of_tolerance(failing.tolerance_share) == "90.9× tolerance"

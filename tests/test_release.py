@@ -53,13 +53,15 @@ def test_pinning_twice_or_a_bad_reference_changes_nothing(tmp_path: Path) -> Non
     assert pin(released, IMAGE).returncode == 0
     once = released.read_bytes()
     again = pin(released, "ghcr.io/octo-org/onnx-parity:v1.2.4")
-    assert again.returncode == 2 and "found 0 (already pinned?)" in again.stderr
+    assert again.returncode == 2
+    assert "found 0 (already pinned?)" in again.stderr
     assert released.read_bytes() == once
     fresh = tmp_path / "fresh.yml"
     fresh.write_bytes(ACTION.read_bytes())
     for bad in ("ghcr.io/octo-org/onnx-parity", "Dockerfile", "ghcr.io/x/y:v1 ; rm -rf /"):
         refused = pin(fresh, bad)
-        assert refused.returncode == 2 and "not an image reference" in refused.stderr, bad
+        assert refused.returncode == 2, bad
+        assert "not an image reference" in refused.stderr, bad
     assert fresh.read_bytes() == ACTION.read_bytes()
 
 

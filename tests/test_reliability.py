@@ -83,7 +83,8 @@ def _finding(run: CliRun, model: str, code: str) -> dict:
 def test_faulty_models_fail_the_run_without_stopping_it(runs: FaultRuns) -> None:
     done = runs.all
     assert done.code == 1, done.stderr
-    assert "Traceback" not in done.stderr and done.stderr == ""
+    assert "Traceback" not in done.stderr
+    assert done.stderr == ""
     verdicts = {name: model["passed"] for name, model in done.models().items()}
     assert verdicts == {name: name in PASSING for name in MODELS}
     assert "3 of 6 models pass" in done.stdout
@@ -147,7 +148,8 @@ def test_what_a_model_printed_before_it_died_is_in_its_log_and_evidence(
 def test_the_good_models_pass_next_to_the_faults(runs: FaultRuns) -> None:
     for name in PASSING:
         model = runs.all.models()[name]
-        assert model["passed"] and model["findings"] == [], (name, model["findings"])
+        assert model["passed"], (name, model["findings"])
+        assert model["findings"] == [], (name, model["findings"])
         assert {c["batch_size"] for c in model["comparisons"]} == {1, 3}
         assert model["max_abs_diff"] < 1e-5
 
@@ -161,7 +163,8 @@ def test_nothing_is_lost_every_model_in_every_output(runs: FaultRuns) -> None:
     rows = [line for line in markdown.splitlines() if line.startswith("| ") and "`" in line]
     assert [row.split("`")[1] for row in rows] == list(MODELS)
     for name in MODELS:
-        assert (out / f"{name}.log").is_file() and (out / f"{name}.parity.json").is_file()
+        assert (out / f"{name}.log").is_file()
+        assert (out / f"{name}.parity.json").is_file()
         assert (out / f"{name}.onnx").is_file() == (name in PASSING)
 
 
@@ -173,9 +176,11 @@ def test_no_token_reaches_model_code_or_any_output(runs: FaultRuns) -> None:
         for path in run.out.rglob("*"):
             if path.is_file():
                 data = path.read_bytes()
-                assert TOKEN.encode() not in data and INPUT_TOKEN.encode() not in data, path
+                assert TOKEN.encode() not in data, path
+                assert INPUT_TOKEN.encode() not in data, path
         for stream in (run.stdout, run.stderr):
-            assert TOKEN not in stream and INPUT_TOKEN not in stream
+            assert TOKEN not in stream
+            assert INPUT_TOKEN not in stream
 
 
 def _verdicts(run: CliRun) -> dict[str, tuple[bool, list[str]]]:
@@ -190,5 +195,6 @@ def test_jobs_1_and_jobs_2_give_identical_verdicts_and_report(runs: FaultRuns) -
                                       if name != "memory-hog"}
     one, two = ((run.folder / "report.md").read_text(encoding="utf-8").splitlines()
                 for run in (runs.jobs_1, runs.jobs_2))
-    assert one[-1].startswith("<sub>") and two[-1].startswith("<sub>")  # the footer
+    assert one[-1].startswith("<sub>")
+    assert two[-1].startswith("<sub>")
     assert one[:-1] == two[:-1]

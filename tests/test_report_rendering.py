@@ -36,7 +36,8 @@ def load_fixture() -> dict:
 def test_report_json_round_trips_through_run_result() -> None:
     data = load_fixture()
     again = run_to_json(run_from_json(data))
-    assert again["models"] == data["models"] and again["passed"] == data["passed"] is False
+    assert again["models"] == data["models"]
+    assert again["passed"] == data["passed"] is False
     assert again["failed_models"] == ["small-cnn-frozen", "branchy", "spectrum-torchscript",
                                       "spectral-head"]
 
@@ -50,12 +51,16 @@ def test_report_json_carries_the_contract_fields() -> None:
                 "max_abs_diff", "max_rel_diff", "findings"} <= set(model)
         for finding in model["findings"]:
             assert finding["severity"] in ("error", "warning", "note")
-            assert finding["code"] and finding["message"] and finding["fix"]
+            assert finding["code"]
+            assert finding["message"]
+            assert finding["fix"]
 
 
 def test_report_body_has_no_machine_paths_or_timings() -> None:
     text = render_markdown(run_from_json(load_fixture()))
-    assert "/work/" not in text and "/tmp/" not in text and "seconds" not in text
+    assert "/work/" not in text
+    assert "/tmp/" not in text
+    assert "seconds" not in text
 
 
 def test_detail_levels_shrink_and_keep_every_model() -> None:
@@ -75,7 +80,8 @@ def test_user_text_cannot_break_the_table_or_inject_html() -> None:
     data = load_fixture()
     data["models"][1]["findings"][0]["message"] = "a | b <script>alert(1)</script>\nnext"
     text = render_markdown(run_from_json(data))
-    assert "<script>" not in text and "a \\| b" in text
+    assert "<script>" not in text
+    assert "a \\| b" in text
 
 
 def test_infinite_figures_stay_strict_json() -> None:

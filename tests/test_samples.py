@@ -28,7 +28,7 @@ class WritesMarker:
         return (open, (str(self.marker), "w"))
 
 
-@pytest.fixture()
+@pytest.fixture
 def repo(tmp_path: Path) -> Path:
     (tmp_path / "samples").mkdir()
     return tmp_path
@@ -62,10 +62,12 @@ def test_npy_table_entry_keeps_values_dtype_and_hash(repo: Path) -> None:
     samples = load_samples(paths, repo)
     assert list(samples.named) == ["x", "ids", "mask"]
     np.testing.assert_array_equal(samples.named["x"], x)
-    assert samples.named["ids"].dtype == np.int64 and samples.named["mask"].dtype == np.bool_
+    assert samples.named["ids"].dtype == np.int64
+    assert samples.named["mask"].dtype == np.bool_
     assert [a.dtype for a in samples.positional] == [np.float32, np.int64, np.bool_]
     assert samples.files == {f"samples/{n}.npy": sha256(p) for n, p in paths.items()}
-    assert samples.golden == () and samples.notes == ()
+    assert samples.golden == ()
+    assert samples.notes == ()
 
 
 def test_npz_bundle_gives_every_array_in_file_order(repo: Path) -> None:
@@ -84,15 +86,18 @@ def test_npz_table_entry_takes_its_key_or_the_only_array(repo: Path) -> None:
     np.savez(both, x=np.full((2, 2), 3.0), y=np.full((2, 2), 4.0))
     np.savez(single, anything=np.full((1, 3), 5.0))
     samples = load_samples({"y": both, "z": single}, repo)
-    assert samples.named["y"][0, 0] == 4.0 and samples.named["z"].shape == (1, 3)
+    assert samples.named["y"][0, 0] == 4.0
+    assert samples.named["z"].shape == (1, 3)
 
 
 def test_npz_table_entry_without_its_key_names_what_it_holds(repo: Path) -> None:
     path = repo / "samples" / "both.npz"
     np.savez(path, x=np.ones((2, 2)), y=np.ones((2, 2)))
     message = load_error({"mask": path}, repo)
-    assert "samples/both.npz" in message and "`inputs.mask`" in message
-    assert "x, y" in message and "Fix:" in message
+    assert "samples/both.npz" in message
+    assert "`inputs.mask`" in message
+    assert "x, y" in message
+    assert "Fix:" in message
 
 
 def test_pt_tensor_and_dict_of_tensors(repo: Path) -> None:
@@ -103,14 +108,16 @@ def test_pt_tensor_and_dict_of_tensors(repo: Path) -> None:
     table = load_samples({"x": single}, repo)
     np.testing.assert_allclose(table.named["x"][1], [0.6, 0.8, 1.0], rtol=1e-6)
     loaded = load_samples(bundle, repo)
-    assert list(loaded.named) == ["x", "ids"] and loaded.named["ids"].dtype == np.int64
+    assert list(loaded.named) == ["x", "ids"]
+    assert loaded.named["ids"].dtype == np.int64
     assert isinstance(loaded.named["x"], np.ndarray)
 
 
 def test_pb_tensor_proto_named_after_its_proto_name(repo: Path) -> None:
     path = write_pb(repo / "samples" / "pixels.pb", np.ones((2, 3, 4, 4), np.float16), "image")
     samples = load_samples(path, repo)
-    assert list(samples.named) == ["image"] and samples.named["image"].dtype == np.float16
+    assert list(samples.named) == ["image"]
+    assert samples.named["image"].dtype == np.float16
     unnamed = write_pb(repo / "samples" / "pixels2.pb", np.ones((1, 2), np.float32))
     assert list(load_samples(unnamed, repo).named) == ["pixels2"]
 
@@ -165,7 +172,8 @@ def test_zoo_with_unequal_shapes_uses_first_dataset_and_says_so(repo: Path) -> N
     make_zoo(folder, {0: [np.ones((1, 3), np.float32)], 1: [np.ones((1, 5), np.float32)]})
     samples = load_samples(folder, repo)
     assert samples.positional[0].shape == (1, 3)
-    assert len(samples.golden) == 2 and "only test_data_set_0" in samples.notes[0]
+    assert len(samples.golden) == 2
+    assert "only test_data_set_0" in samples.notes[0]
 
 
 def test_zoo_gap_in_input_numbers_is_refused(repo: Path) -> None:
@@ -198,7 +206,8 @@ def test_pt_pickle_that_would_run_code_is_refused(repo: Path, save: str) -> None
     else:
         path.write_bytes(pickle.dumps(WritesMarker(marker), protocol=2))
     message = load_error({"x": path}, repo)
-    assert "samples/evil.pt" in message and "would execute code" in message
+    assert "samples/evil.pt" in message
+    assert "would execute code" in message
     assert not marker.exists()
 
 
@@ -209,7 +218,8 @@ def test_npy_of_objects_is_refused_without_running_them(repo: Path) -> None:
     payload[0], payload[1] = WritesMarker(marker), 1.0
     np.save(path, payload, allow_pickle=True)
     message = load_error({"x": path}, repo)
-    assert "dtype object" in message and "would execute code" in message
+    assert "dtype object" in message
+    assert "would execute code" in message
     assert not marker.exists()
 
 
@@ -245,7 +255,9 @@ def test_bfloat16_tensor_is_refused_with_the_reason(repo: Path) -> None:
     path = repo / "samples" / "x.pt"
     torch.save(torch.ones(2, 2, dtype=torch.bfloat16), path)
     message = load_error({"x": path}, repo)
-    assert "bfloat16" in message and "float32/float16" in message and "tensor.float()" in message
+    assert "bfloat16" in message
+    assert "float32/float16" in message
+    assert "tensor.float()" in message
 
 
 # --- refusals: broken files ------------------------------------------------------------------
@@ -283,10 +295,11 @@ def test_file_cut_in_half_is_refused_as_unreadable(repo: Path, suffix: str) -> N
     data = path.read_bytes()
     path.write_bytes(data[: len(data) // 2])
     message = load_error({"x": path}, repo)
-    assert "could not be read as" in message and "samples/x" in message
+    assert "could not be read as" in message
+    assert "samples/x" in message
 
 
-@pytest.mark.parametrize("array, expected", [
+@pytest.mark.parametrize(("array", "expected"), [
     (np.zeros((0, 3), np.float32), "zero samples"),
     (np.float32(2.5), "no sample axis"),
 ])
@@ -300,7 +313,8 @@ def test_arrays_without_samples_are_refused(repo: Path, array: np.ndarray, expec
 def test_unknown_suffix_lists_the_formats(repo: Path) -> None:
     path = repo / "samples" / "x.csv"
     path.write_text("1,2\n")
-    assert ".npy" in load_error({"x": path}, repo) and ".npz" in load_error({"x": path}, repo)
+    assert ".npy" in load_error({"x": path}, repo)
+    assert ".npz" in load_error({"x": path}, repo)
 
 
 def test_string_array_is_refused(repo: Path) -> None:

@@ -32,9 +32,11 @@ def test_recurrent_loop_traced_by_torchscript_is_frozen_on_its_time_axis(check_m
     finding = one(result, "frozen-dimension")
     assert finding.message.startswith('"x" axis 1 ("time") is declared dynamic, but onnxruntime '
                                       "fails at time 4 (passed at 8; exported at 8)")
-    assert finding.details["failed_size"] == 4 and finding.details["passed_sizes"] == [8]
+    assert finding.details["failed_size"] == 4
+    assert finding.details["passed_sizes"] == [8]
     assert "Gather" in finding.message  # onnxruntime's own evidence: the unrolled index
-    assert result.axis_sizes == {"x": {1: (8, 4)}} and result.dimension_sizes == {"time": (8, 4)}
+    assert result.axis_sizes == {"x": {1: (8, 4)}}
+    assert result.dimension_sizes == {"time": (8, 4)}
     assert not result.passed
 
 
@@ -56,7 +58,8 @@ def test_axis_sizes_choose_the_lengths(check_model):
 def test_a_length_pytorch_cannot_run_is_noted_not_blamed_on_the_export(check_model):
     result = check_model(config("fixed", "FixedLength"))
     note = one(result, "shape-not-checked")
-    assert note.severity == Severity.NOTE and result.passed
+    assert note.severity == Severity.NOTE
+    assert result.passed
     assert 'was not checked at time 4: PyTorch itself cannot run the model at that size' in note.message
     assert "axis-sizes = { x = { 1 = [8, ...] } }" in note.message
     assert "frozen-dimension" not in codes(result)
@@ -67,7 +70,8 @@ def test_a_length_longer_than_the_samples_is_noted(check_model):
                                 extra="axis-sizes = { x = { 1 = [4, 32] } }\n"))
     note = one(result, "shape-not-checked")
     assert "was not checked at time 32: the committed samples are 8 long" in note.message
-    assert result.passed and result.axis_sizes == {"x": {1: (8, 4)}}
+    assert result.passed
+    assert result.axis_sizes == {"x": {1: (8, 4)}}
 
 
 def test_sequential_binds_x_by_position_with_a_note(check_model):
@@ -76,7 +80,8 @@ def test_sequential_binds_x_by_position_with_a_note(check_model):
     result = check_model(text)
     assert result.passed, [(f.code, f.message) for f in result.findings]
     note = one(result, "positional-binding")
-    assert '"x" -> input' in note.message and note.severity == Severity.NOTE
+    assert '"x" -> input' in note.message
+    assert note.severity == Severity.NOTE
     import onnx
     model = onnx.load(result.onnx_path)
     assert [i.name for i in model.graph.input] == ["x"]
@@ -102,7 +107,8 @@ def test_optimizer_drift_when_outputs_match_with_optimizations_disabled(check_mo
     drift = one(result, "optimizer-drift")
     assert "parity-mismatch" not in codes(result)
     assert drift.details["highest_passing_level"] == "disabled"
-    assert drift.details["disabled_max_abs_diff"] == 0.0 and drift.details["max_abs_diff"] > 0
+    assert drift.details["disabled_max_abs_diff"] == 0.0
+    assert drift.details["max_abs_diff"] > 0
     assert "GraphOptimizationLevel.ORT_DISABLE_ALL" in drift.suggested_fix
     assert result.runtime_optimization == "all"
 
@@ -126,6 +132,7 @@ def test_a_dynamic_axis_committed_at_length_1_is_exported_from_2(check_model, mo
     dims = [d.dim_param or d.dim_value
             for d in onnx.load(result.onnx_path).graph.input[0].type.tensor_type.shape.dim]
     assert dims[1] == "time"  # symbolic: not fixed at the committed 1
-    assert result.passed and "frozen-dimension" not in codes(result)
+    assert result.passed
+    assert "frozen-dimension" not in codes(result)
     note = one(result, "shape-not-checked")
     assert "was not checked at time 2: the committed samples are 1 long" in note.message

@@ -59,7 +59,8 @@ def test_durations_balance_the_work() -> None:
     durations = {"huge": 60.0, "a": 10.0, "b": 10.0, "c": 10.0, "d": 10.0, "e": 10.0, "f": 10.0}
     parts = partition(list(durations), 2, durations)
     loads = sorted(sum(durations[name] for name in part) for part in parts)
-    assert loads == [60.0, 60.0] and ["huge"] in parts
+    assert loads == [60.0, 60.0]
+    assert ["huge"] in parts
 
 
 @pytest.mark.parametrize("text", ["0/4", "5/4", "2", "two/four", "1/0", "-1/3"])
@@ -73,7 +74,8 @@ def test_a_shard_that_names_no_part_is_refused(text: str) -> None:
 def test_a_bad_shard_on_the_command_line_is_exit_2_before_any_worker(tmp_path: Path) -> None:
     repo = copy_repo(tmp_path / "repo")
     done = run_cli("check", "--config", CONFIG, "--shard", "3/2", cwd=repo, out=tmp_path / "out")
-    assert done.code == 2 and done.stdout == ""
+    assert done.code == 2
+    assert done.stdout == ""
     assert done.stderr.strip() == ('onnx-parity: --shard is "3/2": write K/N with 1 <= K <= N, '
                                    "e.g. 2/4 for the second of four shards (a CI matrix of "
                                    "shard: [1, 2, 3, 4]).")
@@ -123,10 +125,12 @@ def test_the_merged_report_is_the_single_runs_apart_from_the_footer(shards) -> N
     merged_md = (root / "merged" / "report.md").read_text(encoding="utf-8").splitlines()
     single_md = (single.folder / "report.md").read_text(encoding="utf-8").splitlines()
     assert merged_md[:-1] == single_md[:-1]
-    assert merged_md[-1] != single_md[-1] and "merged from 2 shards" in merged_md[-1]
+    assert merged_md[-1] != single_md[-1]
+    assert "merged from 2 shards" in merged_md[-1]
     merged, alone = done.report(), single.report()
     assert [untimed(m) for m in merged["models"]] == [untimed(m) for m in alone["models"]]
-    assert merged["shard"] is None and merged["passed"] is alone["passed"] is True
+    assert merged["shard"] is None
+    assert merged["passed"] is alone["passed"] is True
 
 
 def untimed(model: dict) -> dict:
@@ -140,25 +144,32 @@ def test_a_missing_doubled_or_foreign_shard_is_exit_2_naming_it(shards) -> None:
     root, single = shards
     one, two = (root / f"shard-{k}" / "report.json" for k in (1, 2))
     missing = merge(root, one, out="m1")
-    assert missing.code == 2 and "shard 2/2 is missing: 1 of 2 reports" in missing.stderr
+    assert missing.code == 2
+    assert "shard 2/2 is missing: 1 of 2 reports" in missing.stderr
     doubled = merge(root, one, one, two, out="m2")
-    assert doubled.code == 2 and "shard 1/2 is given twice" in doubled.stderr
+    assert doubled.code == 2
+    assert "shard 1/2 is given twice" in doubled.stderr
     not_a_shard = merge(root, one, single.folder / "report.json", out="m3")
-    assert not_a_shard.code == 2 and "is not a shard's report" in not_a_shard.stderr
+    assert not_a_shard.code == 2
+    assert "is not a shard's report" in not_a_shard.stderr
     other = json.loads(two.read_text(encoding="utf-8"))
     other["versions"]["torch"] = "2.99.0"
     (root / "other.json").write_text(json.dumps(other), encoding="utf-8")
     versions = merge(root, one, root / "other.json", out="m4")
-    assert versions.code == 2 and "disagree on the tool and library versions" in versions.stderr
+    assert versions.code == 2
+    assert "disagree on the tool and library versions" in versions.stderr
     other = json.loads(two.read_text(encoding="utf-8"))
     other["configuration_sha256"] = "0" * 64
     (root / "config.json").write_text(json.dumps(other), encoding="utf-8")
     config = merge(root, one, root / "config.json", out="m5")
-    assert config.code == 2 and "disagree on the configuration" in config.stderr
+    assert config.code == 2
+    assert "disagree on the configuration" in config.stderr
     unreadable = merge(root, one, root / "nothing.json", out="m6")
-    assert unreadable.code == 2 and "cannot be read" in unreadable.stderr
+    assert unreadable.code == 2
+    assert "cannot be read" in unreadable.stderr
     for done in (missing, doubled, not_a_shard, versions, config, unreadable):
-        assert "Traceback" not in done.stderr and not (done.folder / "report.json").exists()
+        assert "Traceback" not in done.stderr
+        assert not (done.folder / "report.json").exists()
 
 
 # -- 100 models over 4 shards, merged by the action ---------------------------------------------
@@ -201,7 +212,8 @@ def test_a_hundred_models_over_four_shards_make_one_comment_in_one_body(tmp_path
     assert len(merged["failed_models"]) == 10
     assert len(comments) == 1
     body = comments[0]["body"]
-    assert len(body) <= BODY_LIMIT and "was cut" not in body
+    assert len(body) <= BODY_LIMIT
+    assert "was cut" not in body
     assert all(f"`m{i:03d}`" in body for i in range(100))
     assert body.count("<details>") == 10  # every failing model with its findings
     shutil.rmtree(workspace / "shards")

@@ -64,7 +64,8 @@ def test_the_constraints_hold_torchvision_to_the_cpu_build_of_this_torch() -> No
     assert companion_pins("2.13.0") == ["torchvision==0.28.0"]  # a torch without local tag
     with constraints_file({}) as path:
         lines = path.read_text(encoding="utf-8").splitlines()
-    assert "torch==2.13.0+cpu" in lines and "torchvision==0.28.0+cpu" in lines
+    assert "torch==2.13.0+cpu" in lines
+    assert "torchvision==0.28.0+cpu" in lines
     assert torch_index_options({"ONNX_PARITY_TORCH_INDEX_URL": "https://example.org/whl/cpu"}) \
         == ["--extra-index-url", "https://example.org/whl/cpu"]
     assert torch_index_options({}) == []
@@ -90,12 +91,14 @@ def test_requirements_never_install_the_cuda_torchvision(tmp_path, cuda_wheel: P
         (Path(env["GITHUB_WORKSPACE"]) / "requirements.txt").write_text("torchvision\n")
         check = FakeCheck(PASSING)
         step = run_step(env, check)
-    assert step.code == 2 and check.calls == []
+    assert step.code == 2
+    assert check.calls == []
     [(props, message)] = step.commands("error")
     assert props["title"] == "onnx-parity: requirements"
     assert "torchvision==0.28.0+cpu (the builds that pair with that torch)" in message
     pip = message.split("pip's last lines")[1]
-    assert "==0.28.0+cpu" in pip and "ResolutionImpossible" in pip
+    assert "==0.28.0+cpu" in pip
+    assert "ResolutionImpossible" in pip
     with pytest.raises(importlib.metadata.PackageNotFoundError):
         importlib.metadata.version("torchvision")
 

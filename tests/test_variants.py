@@ -47,17 +47,24 @@ def codes(result, variant_name=None):
             if variant_name is None or f.details.get("variant") == variant_name]
 
 
-def test_small_cnn_keeps_its_scores_in_every_variant(check_model, samples):
+@pytest.mark.usefixtures("samples")
+def test_small_cnn_keeps_its_scores_in_every_variant(check_model):
     result = check_model(config("SmallCNN", '{ image = "samples/images16.npy" }',
                                 '["int8-dynamic", "int8-static", "fp16"]',
                                 "min-sqnr-db = 25\nmin-top1-agreement = 0.9\n"))
     assert result.passed, result.findings
     assert [v.name for v in result.variants] == ["int8-dynamic", "int8-static", "fp16"]
     for built in result.variants:
-        assert built.skipped is None and built.size_bytes and built.sha256
-        assert built.fp32_size_bytes > 0 and built.latency_ms and built.fp32_latency_ms
-        assert built.worst_sqnr_db is not None and built.worst_sqnr_db > 25
-        assert built.worst_top1_agreement is not None and built.worst_top1_agreement >= 0.9
+        assert built.skipped is None
+        assert built.size_bytes
+        assert built.sha256
+        assert built.fp32_size_bytes > 0
+        assert built.latency_ms
+        assert built.fp32_latency_ms
+        assert built.worst_sqnr_db is not None
+        assert built.worst_sqnr_db > 25
+        assert built.worst_top1_agreement is not None
+        assert built.worst_top1_agreement >= 0.9
         assert {c.batch_size for c in built.comparisons} == {1, 4}  # every batch fp32 ran
         assert all(c.input_shapes["image"][0] == c.batch_size for c in built.comparisons)
         assert built.notes == ()  # 16 samples: no calibration note
@@ -66,61 +73,77 @@ def test_small_cnn_keeps_its_scores_in_every_variant(check_model, samples):
     assert variant(result, "int8-static").settings["calibration"] == "minmax"
 
 
-def test_few_calibration_samples_get_a_note_and_no_threshold_means_no_verdict(check_model,
-                                                                              samples):
+@pytest.mark.usefixtures("samples")
+def test_few_calibration_samples_get_a_note_and_no_threshold_means_no_verdict(check_model):
     result = check_model(config("SmallCNN", '{ image = "samples/images4.npy" }',
                                 '["int8-static"]', 'calibration = "entropy"\n'))
-    assert result.passed and codes(result, "int8-static") == []
+    assert result.passed
+    assert codes(result, "int8-static") == []
     note = variant(result, "int8-static").notes
-    assert len(note) == 1 and "calibrated on 4 committed sample(s), fewer than 16" in note[0]
+    assert len(note) == 1
+    assert "calibrated on 4 committed sample(s), fewer than 16" in note[0]
     assert variant(result, "int8-static").settings["calibration"] == "entropy"
 
 
-def test_outlier_channel_fails_min_sqnr_at_that_layers_line(check_model, samples):
+@pytest.mark.usefixtures("samples")
+def test_outlier_channel_fails_min_sqnr_at_that_layers_line(check_model):
     result = check_model(config("OutlierChannel", '{ image = "samples/images16.npy" }',
                                 '["int8-static"]', "min-sqnr-db = 25\n"))
     static = variant(result, "int8-static")
-    assert static.worst_sqnr_db is not None and static.worst_sqnr_db < 25
+    assert static.worst_sqnr_db is not None
+    assert static.worst_sqnr_db < 25
     assert all(c.passed for c in result.comparisons)  # fp32 itself is fine
     (finding,) = [f for f in result.findings if f.code == "variant-degraded"]
-    assert finding.severity == Severity.ERROR and not result.passed
+    assert finding.severity == Severity.ERROR
+    assert not result.passed
     assert (finding.file, finding.line) == (
         "models/variants.py", line_of(VARIANTS_PY, "x = torch.relu(self.mix(x))"))
-    assert "int8-static" in finding.message and "< `min-sqnr-db` 25 dB" in finding.message
+    assert "int8-static" in finding.message
+    assert "< `min-sqnr-db` 25 dB" in finding.message
     assert "The tensors that lose the most" in finding.message
     worst = finding.details["worst_tensors"]
-    assert 1 <= len(worst) <= 3 and worst[0]["sqnr_db"] < 25
+    assert 1 <= len(worst) <= 3
+    assert worst[0]["sqnr_db"] < 25
     assert finding.details["misses"][0]["figure"] == "sqnr_db"
 
 
-def test_activation_beyond_float16_is_fp16_overflow_at_its_line(check_model, samples):
+@pytest.mark.usefixtures("samples")
+def test_activation_beyond_float16_is_fp16_overflow_at_its_line(check_model):
     result = check_model(config("Amplified", '{ x = "samples/vectors16.npy" }', '["fp16"]'))
     (finding,) = [f for f in result.findings if f.code == "fp16-overflow"]
-    assert finding.severity == Severity.ERROR and not result.passed
+    assert finding.severity == Severity.ERROR
+    assert not result.passed
     assert (finding.file, finding.line) == (
         "models/variants.py", line_of(VARIANTS_PY, "big = torch.relu(self.fc(x)) * 1e6"))
-    assert finding.details["largest"] > 65504 and "65504" in finding.message
+    assert finding.details["largest"] > 65504
+    assert "65504" in finding.message
     assert finding.details["variant"] == "fp16"
 
 
-def test_an_operator_int8_cannot_run_is_variant_error_and_fp32_stands(check_model, samples):
+@pytest.mark.usefixtures("samples")
+def test_an_operator_int8_cannot_run_is_variant_error_and_fp32_stands(check_model):
     result = check_model(config("HalfLinear", '{ x = "samples/vectors16.npy" }',
                                 '["int8-dynamic", "fp16"]', "atol = 1e-2\nrtol = 1e-2\n"))
     (finding,) = [f for f in result.findings if f.code == "variant-error"]
     assert finding.details["variant"] == "int8-dynamic"
-    assert "DynamicQuantizeLinear" in finding.message and "float16" in finding.message
+    assert "DynamicQuantizeLinear" in finding.message
+    assert "float16" in finding.message
     assert "fp32 model's verdict and figures are unaffected" in finding.message
-    assert result.comparisons and all(c.passed for c in result.comparisons)
+    assert result.comparisons
+    assert all(c.passed for c in result.comparisons)
     assert variant(result, "int8-dynamic").size_bytes is None
-    assert variant(result, "fp16").size_bytes and codes(result, "fp16") == []
+    assert variant(result, "fp16").size_bytes
+    assert codes(result, "fp16") == []
 
 
-def test_a_model_that_fails_parity_gets_no_variants(check_model, samples):
+@pytest.mark.usefixtures("samples")
+def test_a_model_that_fails_parity_gets_no_variants(check_model):
     result = check_model(config("SmallCNN", '{ image = "samples/images16.npy" }',
                                 '["int8-dynamic"]', "atol = 0.0\nrtol = 0.0\n"))
     assert "parity-mismatch" in codes(result)
     (skipped,) = result.variants
-    assert skipped.size_bytes is None and "did not pass" in (skipped.skipped or "")
+    assert skipped.size_bytes is None
+    assert "did not pass" in (skipped.skipped or "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -171,7 +194,8 @@ def test_cli_writes_each_variant_and_its_record(cli_run: CliRun) -> None:
         record = json.loads((cli_run.folder / f"cnn.{entry['name']}.parity.json").read_text())
         assert record["made_from"] == {"onnx_file": "cnn.onnx",
                                        "onnx_sha256": cnn["onnx_sha256"]}
-        assert record["sha256"] == entry["sha256"] and record["passed"] is True
+        assert record["sha256"] == entry["sha256"]
+        assert record["passed"] is True
         assert record["settings"]["min_sqnr_db"] == 25
         assert {c["batch_size"] for c in record["comparisons"]} == {1, 4}
         assert all(isinstance(c["sqnr_db"], float) and math.isfinite(c["sqnr_db"])
@@ -186,7 +210,8 @@ def test_the_comment_shows_the_deployment_variants_table(cli_run: CliRun) -> Non
     markdown = (cli_run.folder / "report.md").read_text(encoding="utf-8")
     table = markdown[markdown.index("#### Deployment variants"):]
     assert "| Model | Variant | Size vs fp32 | SQNR (worst) | Top-1 agreement" in table
-    assert "| ✅ | `cnn` | int8-dynamic | " in table and "| ❌ | `outlier` | int8-static | " in table
+    assert "| ✅ | `cnn` | int8-dynamic | " in table
+    assert "| ❌ | `outlier` | int8-static | " in table
     section = markdown[markdown.index("<summary>❌ <b>outlier</b>"):]
     assert "`variant-degraded` at `models/variants.py:" in section
     assert "x = torch.relu(self.mix(x))" in section  # the source line, shown in the comment
@@ -231,7 +256,7 @@ def test_variant_keys_default_to_none_and_are_overridden_per_model(tmp_path: Pat
         "percentile", 30.0, 0.99)
 
 
-@pytest.mark.parametrize("line,says", [
+@pytest.mark.parametrize(("line", "says"), [
     ('variants = ["int8_static"]', 'unknown deployment variant "int8_static"; did you mean '
      '"int8-static"? Use one of "int8-dynamic", "int8-static", "fp16".'),
     ('variants = "fp16"', 'expected a list of deployment variants, e.g. variants = '

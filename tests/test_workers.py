@@ -76,17 +76,20 @@ def test_segfault_is_a_crash_naming_the_signal_with_what_was_printed_before(
     pools: dict[int, WorkerPool],
 ) -> None:
     (outcome,) = run(pools[2], [make_job("segv", "segfault")])[0]
-    assert outcome.result is None and outcome.failure is not None
+    assert outcome.result is None
+    assert outcome.failure is not None
     assert outcome.failure.kind == "crash"
     assert outcome.failure.detail == "killed by signal 11 (SIGSEGV)"
     assert "about to read address 0" in outcome.failure.log_tail
     assert "Segmentation fault" in outcome.failure.log_tail  # faulthandler's Python stack
-    assert "in segfault" in outcome.failure.log_tail and "zygote.py" not in outcome.failure.log_tail
+    assert "in segfault" in outcome.failure.log_tail
+    assert "zygote.py" not in outcome.failure.log_tail
 
 
 def test_abort_is_a_crash(pools: dict[int, WorkerPool]) -> None:
     (outcome,) = run(pools[2], [make_job("abort", "abort")])[0]
-    assert outcome.failure is not None and outcome.failure.kind == "crash"
+    assert outcome.failure is not None
+    assert outcome.failure.kind == "crash"
     assert outcome.failure.detail == "killed by signal 6 (SIGABRT)"
     assert "about to abort" in outcome.failure.log_tail
 
@@ -98,14 +101,18 @@ def test_hang_times_out_with_its_stack_in_the_log_and_the_others_finish(
     jobs.append(make_job("quick2", "echo", value=2))
     outcomes, events = run(pools[2], jobs)
     hang = outcomes[0]
-    assert hang.failure is not None and hang.failure.kind == "timeout"
+    assert hang.failure is not None
+    assert hang.failure.kind == "timeout"
     assert hang.failure.detail == "exceeded 3 s"
     assert 3.0 <= hang.seconds < 6.0
     # The SIGUSR1 stack dump before the kill, cut to the innermost frames, without our own.
     assert "most recent call first" in hang.failure.log_tail
     assert re.search(r"line \d+ in _stuck_here\n.*line \d+ in _descend\n", hang.failure.log_tail)
     assert (
-        "  ..." in hang.failure.log_tail.splitlines() and "zygote.py" not in hang.failure.log_tail
+        "  ..." in hang.failure.log_tail.splitlines()
+    )
+    assert (
+        "zygote.py" not in hang.failure.log_tail
     )
     assert [outcome.result["value"] for outcome in outcomes[1:]] == [1, 2]
     assert events.steps("hang") == ["started", "hanging", "timeout"]
@@ -117,10 +124,13 @@ def test_memory_growth_over_the_limit_is_killed(pools: dict[int, WorkerPool]) ->
         make_job("small", "grow_memory", memory_mb=800, mb=100),
     ]
     big, small = run(pools[2], jobs)[0]
-    assert big.failure is not None and big.failure.kind == "out-of-memory"
+    assert big.failure is not None
+    assert big.failure.kind == "out-of-memory"
     match = re.fullmatch(r"resident set (\d+) MB > limit 800 MB", big.failure.detail)
-    assert match and 800 < int(match.group(1)) <= 1500 + 800
-    assert small.failure is None and small.result == 100 * 256  # 100 MB of ones, one byte per page
+    assert match
+    assert 800 < int(match.group(1)) <= 1500 + 800
+    assert small.failure is None
+    assert small.result == 100 * 256
 
 
 def test_native_writes_land_in_the_model_log_not_in_our_stderr(
@@ -145,15 +155,21 @@ def test_a_model_cannot_change_the_next_models_process(
     jobs = [make_job("before", "report_state"), make_job("vandal", "change_global_state")]
     jobs.append(make_job("after", "report_state"))
     before, vandal, after = (outcome.result for outcome in run(pools[jobs_at_once], jobs)[0])
-    assert isinstance(vandal, dict) and isinstance(before, dict)
+    assert isinstance(vandal, dict)
+    assert isinstance(before, dict)
     # The vandal's changes took effect in its own process ...
-    assert vandal["initial_seed"] == 123 and vandal["num_threads"] == 1
-    assert vandal["default_dtype"] == "torch.float64" and vandal["injected_module"]
-    assert vandal["model_code_on_path"] and not vandal["relu_is_torch"]
+    assert vandal["initial_seed"] == 123
+    assert vandal["num_threads"] == 1
+    assert vandal["default_dtype"] == "torch.float64"
+    assert vandal["injected_module"]
+    assert vandal["model_code_on_path"]
+    assert not vandal["relu_is_torch"]
     # ... and none of them reached the model after it, which starts exactly as the one before.
     assert after == before
-    assert before["default_dtype"] == "torch.float32" and before["relu_is_torch"]
-    assert before["initial_seed"] != 123 and not before["injected_module"]
+    assert before["default_dtype"] == "torch.float32"
+    assert before["relu_is_torch"]
+    assert before["initial_seed"] != 123
+    assert not before["injected_module"]
     assert before["num_threads"] == min(os.cpu_count() or 1, before["num_threads"])
 
 
@@ -168,7 +184,8 @@ def test_results_do_not_depend_on_how_many_run_at_once(pools: dict[int, WorkerPo
     unseeded = ("pid", "memory", "initial_seed", "draw")
     strip = lambda result: {k: v for k, v in result.items() if k not in unseeded}  # noqa: E731
     assert [strip(result) for result in one] == [strip(result) for result in two]
-    assert one[0] == one[1] == one[2] and two[0] == two[1] == two[2]
+    assert one[0] == one[1] == one[2]
+    assert two[0] == two[1] == two[2]
 
 
 def test_outcomes_keep_the_order_of_the_jobs_not_of_finishing(pools: dict[int, WorkerPool]) -> None:
@@ -176,7 +193,8 @@ def test_outcomes_keep_the_order_of_the_jobs_not_of_finishing(pools: dict[int, W
     outcomes, events = run(pools[2], jobs)
     assert [outcome.key for outcome in outcomes] == ["slow", "fast"]
     assert events.arrival("fast", "finished") < events.arrival("slow", "finished")
-    assert outcomes[0].result == 1.5 and outcomes[1].result["value"] == "f"
+    assert outcomes[0].result == 1.5
+    assert outcomes[1].result["value"] == "f"
 
 
 def test_timeout_counts_from_the_models_own_start(pools: dict[int, WorkerPool]) -> None:
@@ -194,10 +212,13 @@ def test_timeout_counts_from_the_models_own_start(pools: dict[int, WorkerPool]) 
 def test_exceptions_missing_results_and_bad_keys(pools: dict[int, WorkerPool]) -> None:
     jobs = [make_job("raises", "raise_error"), make_job("vanish", "exit_without_result")]
     raised, vanished = run(pools[2], jobs)[0]
-    assert raised.failure is not None and raised.failure.kind == "crash"
+    assert raised.failure is not None
+    assert raised.failure.kind == "crash"
     assert raised.failure.detail == "the job raised ValueError: the model file has a typo"
-    assert "Traceback" in raised.failure.log_tail and "about to raise" in raised.failure.log_tail
-    assert vanished.failure is not None and "left no result" in vanished.failure.detail
+    assert "Traceback" in raised.failure.log_tail
+    assert "about to raise" in raised.failure.log_tail
+    assert vanished.failure is not None
+    assert "left no result" in vanished.failure.detail
     with pytest.raises(WorkerPoolError, match="appears twice"):
         pools[2].run([make_job("same", "echo"), make_job("same", "echo")], Events())
     with pytest.raises(WorkerPoolError, match="not file-name safe"):
@@ -243,7 +264,7 @@ def test_overhead_and_warm_export_figures(pools: dict[int, WorkerPool]) -> None:
     count = 10
     began = time.perf_counter()
     for index in range(count):
-        worker_jobs.echo({"value": index}, Path("."), lambda step: None)
+        worker_jobs.echo({"value": index}, Path("."), lambda _step: None)
     in_process = (time.perf_counter() - began) / count
     began = time.perf_counter()
     outcomes = [
@@ -251,10 +272,12 @@ def test_overhead_and_warm_export_figures(pools: dict[int, WorkerPool]) -> None:
     ]
     per_job = (time.perf_counter() - began) / count
     (cnn,), _ = run(pool, [make_job("cnn", "export_small_cnn")])
-    assert all(outcome.failure is None for outcome in outcomes) and cnn.failure is None
+    assert all(outcome.failure is None for outcome in outcomes)
+    assert cnn.failure is None
     export, fresh = cnn.result, outcomes[0].result
     assert export["max_abs_diff"] < 1e-4
-    assert per_job < 1.0 and pool.startup_seconds is not None
+    assert per_job < 1.0
+    assert pool.startup_seconds is not None
     print(
         f"\nzygote import + warm-up: {pool.startup_seconds:.2f} s"
         f"\ntrivial job: {per_job * 1000:.0f} ms per job through the pool, "

@@ -55,7 +55,8 @@ def test_properties_also_escape_colon_and_comma():
 @given(message=st.text(), title=st.text(), file=st.text(min_size=1))
 def test_any_annotation_survives_the_runners_parsing(message, title, file):
     line = Annotation("error", message, title=title, file=file, line=7).command()
-    assert "\n" not in line and "\r" not in line
+    assert "\n" not in line
+    assert "\r" not in line
     name, props, parsed = parse_command(line)
     assert (name, parsed) == ("error", message)
     assert props == {"file": file, "line": "7", "title": title}
@@ -67,7 +68,8 @@ def test_group_wraps_and_untrusted_text_cannot_issue_commands():
     with commands.group("onnx-parity: a, b"):
         commands.untrusted_text("::endgroup::\n::error::fake\n")
     lines = out.getvalue().splitlines()
-    assert lines[0] == "::group::onnx-parity: a, b" and lines[-1] == "::endgroup::"
+    assert lines[0] == "::group::onnx-parity: a, b"
+    assert lines[-1] == "::endgroup::"
     stop = re.fullmatch(r"::stop-commands::(onnx-parity-[0-9a-f]{32})", lines[1])
     assert stop, lines[1]
     assert lines[2:4] == ["::endgroup::", "::error::fake"]  # printed while commands are off
@@ -141,15 +143,17 @@ def test_a_summary_too_long_even_as_a_table_is_cut_with_a_pointer(tmp_path):
     path = tmp_path / "summary.md"
     fitted = write_summary(path, renders({2: 30_000, 1: 20_000, 0: 12_000}), "SEE report.md")
     text = path.read_text(encoding="utf-8")
-    assert fitted.truncated and text.rstrip().endswith("SEE report.md")
+    assert fitted.truncated
+    assert text.rstrip().endswith("SEE report.md")
     assert SUMMARY_LIMIT_BYTES - 200 < path.stat().st_size <= SUMMARY_LIMIT_BYTES
     assert "detail 0 line 00000" in text
 
 
 def test_a_cut_closes_open_fences_and_details():
     text = "<details><summary>log</summary>\n\n```\n" + "log line\n" * 1000 + "```\n</details>\n"
-    fitted = fit_markdown(lambda detail: text, 2_000, utf8_size, "POINTER")
-    assert fitted.truncated and utf8_size(fitted.text) <= 2_000
+    fitted = fit_markdown(lambda _detail: text, 2_000, utf8_size, "POINTER")
+    assert fitted.truncated
+    assert utf8_size(fitted.text) <= 2_000
     assert fitted.text.count("```") % 2 == 0
     assert fitted.text.count("<details") == fitted.text.count("</details>")
 
@@ -162,7 +166,9 @@ def test_redactor_removes_the_token_and_its_encodings():
     header = base64.b64encode(f"x-access-token:{token}".encode()).decode()
     text = f"a {token} b ghs_abc%2Fdef%2Bghi c AUTHORIZATION: basic {header}"
     clean = redact(text)
-    assert token not in clean and "ghs_abc%2F" not in clean and header.rstrip("=") not in clean
+    assert token not in clean
+    assert "ghs_abc%2F" not in clean
+    assert header.rstrip("=") not in clean
     assert clean.count("***") == 3
 
 

@@ -26,23 +26,23 @@ def dispatch(payload: dict[str, Any], workdir: Path, progress: Progress) -> obje
     return JOBS[str(payload["job"])](payload, workdir, progress)
 
 
-def echo(payload: dict[str, Any], workdir: Path, progress: Progress) -> dict[str, object]:
+def echo(payload: dict[str, Any], _workdir: Path, progress: Progress) -> dict[str, object]:
     progress("echoing")
     print(f"echo job in pid {os.getpid()}")
     return {"value": payload.get("value"), "pid": os.getpid(), "memory": own_memory_kb()}
 
 
-def segfault(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
+def segfault(_payload: dict[str, Any], _workdir: Path, _progress: Progress) -> None:
     print("about to read address 0")  # no flush: the worker's stdout must be line-buffered
     ctypes.string_at(0)
 
 
-def abort(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
+def abort(_payload: dict[str, Any], _workdir: Path, _progress: Progress) -> None:
     print("about to abort")
     os.abort()
 
 
-def hang_forever(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
+def hang_forever(_payload: dict[str, Any], _workdir: Path, progress: Progress) -> None:
     progress("hanging")
     _descend(20)  # a deep stack, like a hang inside an exporter
 
@@ -58,13 +58,13 @@ def _stuck_here() -> None:
         time.sleep(0.1)
 
 
-def sleep(payload: dict[str, Any], workdir: Path, progress: Progress) -> float:
+def sleep(payload: dict[str, Any], _workdir: Path, progress: Progress) -> float:
     progress(f"pid {os.getpid()}")
     time.sleep(float(payload["seconds"]))
     return float(payload["seconds"])
 
 
-def grow_memory(payload: dict[str, Any], workdir: Path, progress: Progress) -> int:
+def grow_memory(payload: dict[str, Any], _workdir: Path, _progress: Progress) -> int:
     import numpy
 
     megabytes = int(payload["mb"])
@@ -73,7 +73,7 @@ def grow_memory(payload: dict[str, Any], workdir: Path, progress: Progress) -> i
     return int(block[::4096].sum())
 
 
-def native_stderr(payload: dict[str, Any], workdir: Path, progress: Progress) -> str:
+def native_stderr(payload: dict[str, Any], _workdir: Path, _progress: Progress) -> str:
     """A raw fd-2 write, then a real onnxruntime kernel failure, which ORT logs natively."""
     import numpy
     import onnxruntime
@@ -117,7 +117,7 @@ def change_global_state(
 
 
 def report_state(
-    payload: dict[str, Any], workdir: Path, progress: Progress
+    _payload: dict[str, Any], workdir: Path, _progress: Progress
 ) -> dict[str, object]:
     import torch
 
@@ -145,23 +145,23 @@ def _seeded_draw(torch: Any) -> list[float]:
     return draw
 
 
-def raise_error(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
+def raise_error(_payload: dict[str, Any], _workdir: Path, _progress: Progress) -> None:
     print("about to raise")
     raise ValueError("the model file has a typo")
 
 
-def exit_without_result(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
+def exit_without_result(_payload: dict[str, Any], _workdir: Path, _progress: Progress) -> None:
     os._exit(0)
 
 
-def kill_zygote(payload: dict[str, Any], workdir: Path, progress: Progress) -> None:
+def kill_zygote(payload: dict[str, Any], _workdir: Path, _progress: Progress) -> None:
     time.sleep(float(payload["after"]))
     os.kill(os.getppid(), signal.SIGKILL)
     time.sleep(30)
 
 
 def export_small_cnn(
-    payload: dict[str, Any], workdir: Path, progress: Progress
+    _payload: dict[str, Any], workdir: Path, progress: Progress
 ) -> dict[str, object]:
     """The real workload in miniature: dynamo export, then onnxruntime against torch."""
     import numpy

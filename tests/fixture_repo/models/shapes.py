@@ -66,7 +66,8 @@ class TinyLanguageModel(nn.Module):
         self.embed = nn.Embedding(50, 8)
         self.head = nn.Linear(8, 50)
 
-    def forward(self, ids: torch.Tensor, past: torch.Tensor | None = None,
+    # `past` is never fed: it is the parameter between `ids` and `mask` that binding skips.
+    def forward(self, ids: torch.Tensor, past: torch.Tensor | None = None,  # noqa: ARG002
                 mask: torch.Tensor | None = None) -> torch.Tensor:
         hidden = self.embed(ids)
         if mask is not None:

@@ -30,5 +30,6 @@ def build() -> nn.Module:
     print(f"probe: preimported {PREIMPORTED}", flush=True)
     print(f"probe: threads {torch.get_num_threads()} {torch.get_num_interop_threads()}",
           flush=True)
-    assert BertConfig is not None and BertModel is not None
+    assert BertConfig is not None
+    assert BertModel is not None
     return Probe()
