@@ -143,7 +143,7 @@ def _variants(figures: Json) -> str:
 
 def _demote(markdown: str) -> str:
     """The report's "#### Deployment variants" heading would break the page's outline."""
-    return "\n".join(line for line in markdown.splitlines() if not line.startswith("#"))
+    return "\n".join(line for line in markdown.splitlines() if not line.startswith("#")).strip()
 
 
 def _profile_table(profile: Json) -> str:
