@@ -1,15 +1,19 @@
 """The vocabulary every stage reports in: finding codes, severities and findings.
 
-Codes are a public contract (documented in the README with cause and fix); the catalogue
-below is the single place their severity and standard fix live, so the report, the PR
-comment and the annotations always say the same thing.
+Codes are a public contract (documented in the README with cause and fix). `Code` spells
+them as one type, so a misspelt code is a mypy error, not a finding that never matches; the
+catalogue below is the single place each code's severity, standard fix and policy live, so
+the report, the PR comment, the annotations and the cache always say the same thing.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import cast
+from typing import TYPE_CHECKING, Literal, TypeAlias, cast, get_args
+
+if TYPE_CHECKING:
+    from onnx_parity.finding_details import FindingDetails
 
 
 class Severity(str, Enum):
@@ -18,32 +22,61 @@ class Severity(str, Enum):
     NOTE = "note"
 
 
+Code: TypeAlias = Literal[
+    "parity-mismatch", "frozen-dimension", "data-dependent-branch", "tracer-warning",
+    "unsupported-operator", "exporter-fallback", "opset-mismatch", "onnx-checker",
+    "shape-mismatch", "dtype-mismatch", "nan-or-inf", "training-mode", "golden-mismatch",
+    "load-error", "export-error", "runtime-error", "crash", "timeout", "variant-degraded",
+    "fp16-overflow", "variant-error", "out-of-memory", "optimizer-drift", "shape-not-checked",
+    "positional-binding", "drift-regression",
+]
+CODES: tuple[Code, ...] = get_args(Code)
+
+
 @dataclass(frozen=True)
 class CodeInfo:
     severity: Severity
     title: str
     fix: str
+    # A result with this code is never cached: it depends on the machine (a crash, a timeout,
+    # the memory) or on a file that may appear later (a load error), so it always runs again.
+    cached: bool = True
+    # A failing model with this code is localised to its first diverging node (localise.py).
+    localised: bool = False
+    # It explains a parity mismatch by itself: no tolerance would make such an export right.
+    explains_mismatch: bool = False
 
 
-CATALOGUE: dict[str, CodeInfo] = {
+def parse_code(text: object) -> Code:
+    """A code read back from JSON, checked against the vocabulary."""
+    for code in CODES:
+        if code == text:
+            return code
+    raise ValueError(f"unknown finding code {text!r}")
+
+
+CATALOGUE: dict[Code, CodeInfo] = {
     "parity-mismatch": CodeInfo(
         Severity.ERROR,
         "onnxruntime's outputs differ from PyTorch's beyond the tolerance",
         "Look for an operator whose ONNX decomposition differs (the report names the output "
         "and batch size); if the drift is acceptable, raise `atol`/`rtol` for this model to the "
         "smallest passing atol shown.",
+        localised=True,
     ),
     "frozen-dimension": CodeInfo(
         Severity.ERROR,
         "a dimension meant to vary is fixed in the exported model",
         "Declare the axis in `dynamic-axes` and remove hard-coded sizes from forward "
         "(e.g. `x.view(1, -1)` -> `x.flatten(1)` or `x.view(x.shape[0], -1)`).",
+        explains_mismatch=True,
     ),
     "data-dependent-branch": CodeInfo(
         Severity.ERROR,
         "a Python branch on tensor values: the exported model implements one branch only",
         "Rewrite the branch as tensor ops (`torch.where(cond, a, b)`) or `torch.cond`; if the "
         "branch is constant for deployed inputs, explain it in `[[model.allow-warnings]]`.",
+        explains_mismatch=True,
     ),
     "tracer-warning": CodeInfo(
         Severity.ERROR,
@@ -89,9 +122,11 @@ CATALOGUE: dict[str, CodeInfo] = {
     ),
     "nan-or-inf": CodeInfo(
         Severity.ERROR,
-        "NaN or Inf where the other side has a finite value",
+        "NaN or Inf on one side where the other side has another value (a finite number, the "
+        "opposite infinity, or NaN against Inf)",
         "Look for a division, log or sqrt whose ONNX form differs at the edge of its domain; "
         "clamp the input. NaN in samples is noted and compared position by position.",
+        localised=True,
     ),
     "training-mode": CodeInfo(
         Severity.NOTE,
@@ -109,6 +144,7 @@ CATALOGUE: dict[str, CodeInfo] = {
         Severity.ERROR,
         "the model or its samples could not be loaded",
         "Fix the factory, weights or sample file named in the message.",
+        cached=False,
     ),
     "export-error": CodeInfo(
         Severity.ERROR,
@@ -123,13 +159,16 @@ CATALOGUE: dict[str, CodeInfo] = {
     "crash": CodeInfo(
         Severity.ERROR,
         "the model's worker process died (a native crash: segfault or abort)",
-        "Run `onnx-parity check --model NAME --jobs 1 --debug` locally; the last log lines "
-        "show the step that crashed.",
+        "Read the worker's last log lines, kept as this finding's `evidence` in report.json "
+        "(the whole log is `NAME.log` in the output folder): they show the step that crashed. "
+        "Run `onnx-parity check --model NAME --jobs 1` locally to reproduce it alone.",
+        cached=False,
     ),
     "timeout": CodeInfo(
         Severity.ERROR,
         "the model did not finish within `timeout-seconds`",
         "Raise `timeout-seconds` for this model, or use smaller samples or fewer batch sizes.",
+        cached=False,
     ),
     "variant-degraded": CodeInfo(
         Severity.ERROR,
@@ -155,6 +194,7 @@ CATALOGUE: dict[str, CodeInfo] = {
         Severity.ERROR,
         "the model's worker went past `memory-limit-mb`",
         "Raise `memory-limit-mb` for this model, or use smaller samples or batch sizes.",
+        cached=False,
     ),
     "optimizer-drift": CodeInfo(
         Severity.ERROR,
@@ -197,7 +237,7 @@ _CATALOGUE_SEVERITY = cast(Severity, None)
 class Finding:
     """One thing found about a model, with the evidence a reader needs to act."""
 
-    code: str
+    code: Code
     message: str
     file: str | None = None
     line: int | None = None
@@ -205,7 +245,7 @@ class Finding:
     evidence: str | None = None
     allowed_by: str | None = None
     severity: Severity = _CATALOGUE_SEVERITY
-    details: dict[str, object] = field(default_factory=dict)
+    details: FindingDetails = field(default_factory=lambda: cast("FindingDetails", {}))
 
     def __post_init__(self) -> None:
         if self.code not in CATALOGUE:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from onnx_parity.findings import Finding
+from onnx_parity.findings import Finding, parse_code
 from onnx_parity.isolation.logs import DUMP_HEADER
 from onnx_parity.isolation.pool import WorkerFailure
 from onnx_parity.locations import stack_dump_location
@@ -22,8 +22,8 @@ def worker_finding(failure: WorkerFailure, repo: Path) -> Finding:
     file, line = stack_dump_location(lines, repo)
     where = f" while running {file}:{line}" if file else ""
     evidence = _evidence(lines, repo)
-    return Finding(failure.kind, f"{failure.detail}{where}; the model's other results are "
-                   "lost with its worker, the other models are unaffected",
+    return Finding(parse_code(failure.kind), f"{failure.detail}{where}; the model's other "
+                   "results are lost with its worker, the other models are unaffected",
                    file=file, line=line, evidence="\n".join(evidence) or None)
 
 

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 from onnx_parity import __version__
 from onnx_parity.findings import Severity
+from onnx_parity.report.json_shapes import DivergenceRecord, ParityRecord, VariantRecord
+from onnx_parity.report.json_values import finding_to_json, number_to_json
 from onnx_parity.report.serialization import (
     RULE,
-    Json,
     axis_sizes_to_json,
-    encode,
-    finding_to_json,
-    number_to_json,
+    comparisons_to_json,
+    nodes_to_json,
+    variant_figures,
     variant_findings,
-    variant_to_json,
 )
 from onnx_parity.results import ModelResult, VariantResult
 
@@ -22,7 +22,7 @@ from onnx_parity.results import ModelResult, VariantResult
 
 
 def parity_record(model: ModelResult, versions: dict[str, str],
-                  onnx_file: str | None) -> dict[str, Json]:
+                  onnx_file: str | None) -> ParityRecord:
     return {
         "model": model.name,
         "passed": model.passed,
@@ -34,7 +34,7 @@ def parity_record(model: ModelResult, versions: dict[str, str],
         "max_abs_diff_by_batch_size": {
             str(k): number_to_json(v) for k, v in model.diffs_by_batch().items()
         },
-        "comparisons": encode(model.comparisons),
+        "comparisons": comparisons_to_json(model.comparisons),
         "onnx_file": onnx_file,
         "onnx_sha256": model.onnx_sha256,
         "sample_sha256": dict(model.sample_sha256),
@@ -48,7 +48,7 @@ def parity_record(model: ModelResult, versions: dict[str, str],
 # <name>.divergence.json: every intermediate value compared for a failing model, in graph order
 
 
-def divergence_record(model: ModelResult) -> dict[str, Json] | None:
+def divergence_record(model: ModelResult) -> DivergenceRecord | None:
     divergence = model.divergence
     if divergence is None:
         return None
@@ -67,12 +67,12 @@ def divergence_record(model: ModelResult) -> dict[str, Json] | None:
         "nodes_compared": len(divergence.nodes),
         "nodes_skipped": divergence.nodes_skipped,
         "seconds": divergence.seconds,
-        "nodes": encode(divergence.nodes),
+        "nodes": nodes_to_json(divergence.nodes),
     }
 
 
 def variant_record(model: ModelResult, variant: VariantResult,
-                   versions: dict[str, str]) -> dict[str, Json]:
+                   versions: dict[str, str]) -> VariantRecord:
     """`<model>.<variant>.parity.json`: what the variant was made from, how, and its figures."""
     found = variant_findings(model, variant.name)
     return {
@@ -82,7 +82,6 @@ def variant_record(model: ModelResult, variant: VariantResult,
         "tool_version": __version__,
         "versions": dict(versions),
         "made_from": {"onnx_file": f"{model.name}.onnx", "onnx_sha256": model.onnx_sha256},
-        **{key: value for key, value in variant_to_json(model, variant).items()
-           if key not in ("findings", "name")},
+        **variant_figures(model, variant),
         "findings": [finding_to_json(f) for f in found],
     }

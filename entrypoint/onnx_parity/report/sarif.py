@@ -18,7 +18,7 @@ from typing import Any
 from urllib.parse import quote
 
 from onnx_parity import __version__
-from onnx_parity.findings import CATALOGUE, Finding, Severity
+from onnx_parity.findings import CATALOGUE, Code, Finding, Severity
 from onnx_parity.results import ModelResult, RunResult
 
 SARIF_VERSION = "2.1.0"
@@ -60,7 +60,7 @@ def _driver() -> Sarif:
     }
 
 
-def _rule(code: str) -> Sarif:
+def _rule(code: Code) -> Sarif:
     info = CATALOGUE[code]
     return {
         "id": code,

@@ -2,19 +2,43 @@
 
 The `comment` command (two-job mode) re-renders the markdown from report.json alone, so the
 file round-trips everything the markdown shows. Figures that can be infinite (NaN against a
-number) are written as the strings "inf", "-inf" or "nan": strict JSON has no Infinity.
+number) are written as the strings "inf", "-inf" or "nan" (json_values.py, with the findings).
+The files' shapes are json_shapes.py's typed dicts; a report.json that does not have its shape
+(a key missing, a value of another type, an unknown finding code) is a ReportFormatError.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-from enum import Enum
-from typing import Any
+from typing import cast
 
 from onnx_parity import __version__
 from onnx_parity.errors import UserError
-from onnx_parity.findings import Finding
+from onnx_parity.findings import Finding, parse_code
+from onnx_parity.report.json_shapes import (
+    AttemptJson,
+    BaseFiguresJson,
+    BaselineJson,
+    ComparisonJson,
+    DivergenceJson,
+    JsonValue,
+    ModelJson,
+    NodeJson,
+    ProvenanceJson,
+    RunJson,
+    Shapes,
+    StepJson,
+    VariantComparisonJson,
+    VariantFiguresJson,
+    VariantJson,
+)
+from onnx_parity.report.json_values import (
+    encode,
+    finding_from_json,
+    finding_to_json,
+    number_to_json,
+)
+from onnx_parity.report.json_values import number_from_json as _number
+from onnx_parity.report.json_values import shapes_from_json as _shapes
 from onnx_parity.results import (
     BaseFigures,
     Baseline,
@@ -32,13 +56,7 @@ from onnx_parity.results import (
 )
 
 SCHEMA_VERSION = 1
-# OutputComparison's figures that may be infinite.
-NUMBERS = ("max_abs_diff", "max_rel_diff", "smallest_passing_atol")
-VARIANT_NUMBERS = ("max_abs_diff", "sqnr_db", "cosine", "top1_agreement")
-OPTIONAL_NUMBERS = ("tolerance_share",)
 RULE = "|onnx - torch| <= atol + rtol * |torch|"
-
-Json = Any
 
 
 class ReportFormatError(UserError):
@@ -47,65 +65,26 @@ class ReportFormatError(UserError):
     title = "report"
 
 
-# ---------------------------------------------------------------------------------------------
-# Values
+def comparison_from_json(data: ComparisonJson) -> OutputComparison:
+    return OutputComparison(
+        output=data["output"], batch_size=data["batch_size"],
+        torch_shape=tuple(data["torch_shape"]), onnx_shape=tuple(data["onnx_shape"]),
+        torch_dtype=data["torch_dtype"], onnx_dtype=data["onnx_dtype"],
+        max_abs_diff=_number(data["max_abs_diff"]), max_rel_diff=_number(data["max_rel_diff"]),
+        mismatched=data["mismatched"], total=data["total"],
+        smallest_passing_atol=_number(data["smallest_passing_atol"]), passed=data["passed"],
+        input_shapes=_shapes(data.get("input_shapes", {})),
+        tolerance_share=_number(data.get("tolerance_share")),
+        dimensions=dict(data.get("dimensions", {})),
+    )
 
 
-def encode(value: object) -> Json:
-    """Dataclasses as objects in field order, tuples as lists, enums by value, inf as text."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, Enum):
-        return value.value
-    if isinstance(value, (list, tuple)):
-        return [encode(item) for item in value]
-    if isinstance(value, dict):
-        return {str(key): encode(item) for key, item in value.items()}
-    if isinstance(value, float):
-        return number_to_json(value)
-    return value
-
-
-def number_to_json(value: float | None) -> float | str | None:
-    if value is None or math.isfinite(value):
-        return value
-    return str(value)
-
-
-def _number(value: float | str | None) -> float | None:
-    return float(value) if isinstance(value, str) else value
-
-
-def finding_to_json(finding: Finding) -> dict[str, Json]:
-    data = encode(finding)
-    data["fix"] = finding.suggested_fix
-    return {key: value for key, value in data.items() if value not in (None, {})}
-
-
-def finding_from_json(data: dict[str, Json]) -> Finding:
-    names = {f.name for f in dataclasses.fields(Finding)}
-    return Finding(**{key: value for key, value in data.items() if key in names})
-
-
-def comparison_from_json(data: dict[str, Json]) -> OutputComparison:
-    fields = dict(data)
-    fields["torch_shape"] = tuple(fields["torch_shape"])
-    fields["onnx_shape"] = tuple(fields["onnx_shape"])
-    for key in NUMBERS:
-        fields[key] = _number(fields[key])
-    for key in OPTIONAL_NUMBERS:
-        fields[key] = _number(fields.get(key))
-    fields["input_shapes"] = {name: tuple(shape)
-                              for name, shape in fields.get("input_shapes", {}).items()}
-    return OutputComparison(**fields)
-
-
-def axis_sizes_to_json(sizes: dict[str, dict[int, tuple[int, ...]]]) -> dict[str, Json]:
+def axis_sizes_to_json(sizes: dict[str, dict[int, tuple[int, ...]]]) -> dict[str, Shapes]:
     return {name: {str(axis): list(ran) for axis, ran in axes.items()}
             for name, axes in sizes.items()}
 
 
-def axis_sizes_from_json(data: dict[str, Json]) -> dict[str, dict[int, tuple[int, ...]]]:
+def axis_sizes_from_json(data: dict[str, Shapes]) -> dict[str, dict[int, tuple[int, ...]]]:
     return {name: {int(axis): tuple(ran) for axis, ran in axes.items()}
             for name, axes in data.items()}
 
@@ -114,7 +93,7 @@ def axis_sizes_from_json(data: dict[str, Json]) -> dict[str, dict[int, tuple[int
 # report.json
 
 
-def run_to_json(run: RunResult) -> dict[str, Json]:
+def run_to_json(run: RunResult) -> RunJson:
     return {
         "schema": SCHEMA_VERSION,
         "tool": "onnx-parity",
@@ -128,20 +107,18 @@ def run_to_json(run: RunResult) -> dict[str, Json]:
         "shard_plan": run.shard_plan,
         "configured_models": list(run.configured_models),
         "configuration_sha256": run.configuration_sha256,
-        "baseline": encode(run.baseline),
+        "baseline": cast(BaselineJson | None, encode(run.baseline)),
     }
 
 
-def model_to_json(model: ModelResult) -> dict[str, Json]:
-    return _model_fields(model) | _model_seconds(model)
+def model_to_json(model: ModelResult) -> ModelJson:
+    data = _model_fields(model)
+    if model.seconds is not None:  # reports of older versions have no time
+        data["seconds"] = number_to_json(model.seconds)
+    return data
 
 
-def _model_seconds(model: ModelResult) -> dict[str, Json]:
-    """The worker's wall time, when it was measured (reports of older versions have none)."""
-    return {} if model.seconds is None else {"seconds": number_to_json(model.seconds)}
-
-
-def _model_fields(model: ModelResult) -> dict[str, Json]:
+def _model_fields(model: ModelResult) -> ModelJson:
     return {
         "name": model.name,
         "passed": model.passed,
@@ -154,9 +131,9 @@ def _model_fields(model: ModelResult) -> dict[str, Json]:
         "max_abs_diff": number_to_json(model.max_abs_diff),
         "max_rel_diff": number_to_json(model.max_rel_diff),
         "findings": [finding_to_json(finding) for finding in model.findings],
-        "comparisons": encode(model.comparisons),
-        "attempts": encode(model.attempts),
-        "steps": encode(model.steps),
+        "comparisons": comparisons_to_json(model.comparisons),
+        "attempts": cast(list[AttemptJson], encode(model.attempts)),
+        "steps": cast(list[StepJson], encode(model.steps)),
         "onnx_sha256": model.onnx_sha256,
         "sample_sha256": dict(model.sample_sha256),
         "runtime_optimization": model.runtime_optimization,
@@ -165,10 +142,19 @@ def _model_fields(model: ModelResult) -> dict[str, Json]:
         "tolerance_share": number_to_json(model.tolerance_share),
         "variants": [variant_to_json(model, variant) for variant in model.variants],
         "cached": model.cached,
-        "cached_from": encode(model.cached_from),
-        "baseline": encode(model.base),
-        "divergence": encode(model.divergence),
+        "cached_from": cast(ProvenanceJson | None, encode(model.cached_from)),
+        "baseline": cast(BaseFiguresJson | None, encode(model.base)),
+        "divergence": cast(DivergenceJson | None, encode(model.divergence)),
     }
+
+
+def comparisons_to_json(comparisons: tuple[OutputComparison, ...]) -> list[ComparisonJson]:
+    """OutputComparison's fields in order (ComparisonJson names the same ones)."""
+    return cast(list[ComparisonJson], encode(comparisons))
+
+
+def nodes_to_json(nodes: tuple[NodeCheck, ...]) -> list[NodeJson]:
+    return cast(list[NodeJson], encode(nodes))
 
 
 def variant_file(model: str, variant: VariantResult) -> str | None:
@@ -180,24 +166,30 @@ def variant_findings(model: ModelResult, variant: str) -> list[Finding]:
     return [f for f in model.findings if f.details.get("variant") == variant]
 
 
-def variant_to_json(model: ModelResult, variant: VariantResult) -> dict[str, Json]:
+def variant_figures(model: ModelResult, variant: VariantResult) -> VariantFiguresJson:
     return {
-        "name": variant.name,
         "file": variant_file(model.name, variant),
         "sha256": variant.sha256,
         "size_bytes": variant.size_bytes,
         "fp32_size_bytes": variant.fp32_size_bytes,
         "latency_ms": variant.latency_ms,
         "fp32_latency_ms": variant.fp32_latency_ms,
-        "comparisons": encode(variant.comparisons),
+        "comparisons": cast(list[VariantComparisonJson], encode(variant.comparisons)),
         "notes": list(variant.notes),
         "skipped": variant.skipped,
-        "settings": encode(variant.settings),
+        "settings": cast(dict[str, JsonValue], encode(variant.settings)),
+    }
+
+
+def variant_to_json(model: ModelResult, variant: VariantResult) -> VariantJson:
+    return {
+        "name": variant.name,
+        **variant_figures(model, variant),
         "findings": [finding_to_json(f) for f in variant_findings(model, variant.name)],
     }
 
 
-def variant_from_json(data: dict[str, Json]) -> VariantResult:
+def variant_from_json(data: VariantJson) -> VariantResult:
     return VariantResult(
         name=data["name"], fp32_size_bytes=data["fp32_size_bytes"],
         size_bytes=data.get("size_bytes"), sha256=data.get("sha256"),
@@ -208,15 +200,16 @@ def variant_from_json(data: dict[str, Json]) -> VariantResult:
     )
 
 
-def _variant_comparison(data: dict[str, Json]) -> VariantComparison:
-    fields = dict(data)
-    fields["input_shapes"] = {k: tuple(v) for k, v in fields["input_shapes"].items()}
-    for key in VARIANT_NUMBERS:
-        fields[key] = _number(fields[key])
-    return VariantComparison(**fields)
+def _variant_comparison(data: VariantComparisonJson) -> VariantComparison:
+    return VariantComparison(
+        output=data["output"], batch_size=data["batch_size"],
+        input_shapes=_shapes(data["input_shapes"]), max_abs_diff=_number(data["max_abs_diff"]),
+        sqnr_db=_number(data["sqnr_db"]), cosine=_number(data["cosine"]),
+        top1_agreement=_number(data["top1_agreement"]),
+    )
 
 
-def run_from_json(data: Json) -> RunResult:
+def run_from_json(data: object) -> RunResult:
     if not isinstance(data, dict) or data.get("tool") != "onnx-parity":
         raise ReportFormatError("this is not an onnx-parity report.json (no \"tool\" field). "
                                 "Fix: pass the report.json written by `onnx-parity check`.")
@@ -225,20 +218,27 @@ def run_from_json(data: Json) -> RunResult:
                                 f"{SCHEMA_VERSION}. Fix: use the same onnx-parity version in "
                                 "both jobs.")
     try:
-        models = tuple(model_from_json(item) for item in data["models"])
-        return RunResult(config_path=str(data["config"]), versions=dict(data["versions"]),
-                         models=models, shard=shard_from_text(data.get("shard")),
-                         configured_models=tuple(data.get("configured_models") or ()),
-                         configuration_sha256=data.get("configuration_sha256"),
-                         baseline=_baseline_from_json(data.get("baseline")),
-                         shard_plan=data.get("shard_plan"))
+        return _run(cast(RunJson, data))
     except (KeyError, TypeError, ValueError) as error:
         raise ReportFormatError(f"report.json is incomplete ({error}). Fix: pass the unmodified "
                                 "report.json written by `onnx-parity check`.") from None
 
 
-def model_from_json(item: dict[str, Json]) -> ModelResult:
+def _run(data: RunJson) -> RunResult:
+    """report.json read as its shape says; a part that is not raises KeyError, TypeError or
+    ValueError (run_from_json names them)."""
+    models = tuple(model_from_json(item) for item in data["models"])
+    return RunResult(config_path=str(data["config"]), versions=dict(data["versions"]),
+                     models=models, shard=shard_from_text(data.get("shard")),
+                     configured_models=tuple(data.get("configured_models") or ()),
+                     configuration_sha256=data.get("configuration_sha256"),
+                     baseline=_baseline_from_json(data.get("baseline")),
+                     shard_plan=data.get("shard_plan"))
+
+
+def model_from_json(item: ModelJson) -> ModelResult:
     """One model of report.json (also what the cache keeps of a result)."""
+    cached_from = item.get("cached_from")
     return ModelResult(
         name=item["name"], exporter=item["exporter"], requested_opset=item["requested_opset"],
         opset=item["opset"], atol=item["atol"], rtol=item["rtol"],
@@ -254,33 +254,44 @@ def model_from_json(item: dict[str, Json]) -> ModelResult:
         dimension_sizes={name: tuple(ran)
                          for name, ran in item.get("dimension_sizes", {}).items()},
         seconds=_number(item.get("seconds")),
-        cached_from=Provenance(**item["cached_from"]) if item.get("cached_from") else None,
+        cached_from=Provenance(**cached_from) if cached_from else None,
         base=_base_from_json(item.get("baseline")),
         divergence=divergence_from_json(item.get("divergence")),
     )
 
 
-def divergence_from_json(data: Json) -> Divergence | None:
+def divergence_from_json(data: DivergenceJson | None) -> Divergence | None:
     """Every node compared for a localised failure (the comment's drift chart needs them)."""
     if not data:
         return None
-    nodes = tuple(NodeCheck(**{**node, "max_abs_diff": _number(node["max_abs_diff"]),
-                               "max_rel_diff": _number(node["max_rel_diff"])})
-                  for node in data["nodes"])
-    fields = {**data, "nodes": nodes,
-              "input_shapes": {k: tuple(v) for k, v in data["input_shapes"].items()},
-              "inputs_max_abs_diff": _number(data.get("inputs_max_abs_diff"))}
-    return Divergence(**fields)
+    return Divergence(
+        exporter=data["exporter"], output=data["output"], batch_size=data["batch_size"],
+        input_shapes=_shapes(data["input_shapes"]), optimization=data["optimization"],
+        atol=data["atol"], rtol=data["rtol"],
+        nodes=tuple(_node_from_json(node) for node in data["nodes"]),
+        nodes_skipped=data["nodes_skipped"], seconds=data["seconds"],
+        unlocalised=data.get("unlocalised"),
+        inputs_max_abs_diff=_number(data.get("inputs_max_abs_diff")),
+    )
 
 
-def _base_from_json(data: Json) -> BaseFigures | None:
+def _node_from_json(data: NodeJson) -> NodeCheck:
+    return NodeCheck(
+        node=data["node"], op=data["op"], module=data["module"], file=data["file"],
+        line=data["line"], max_abs_diff=_number(data["max_abs_diff"]),
+        max_rel_diff=_number(data["max_rel_diff"]), inside=data["inside"],
+        first=data.get("first", False), library_frame=data.get("library_frame"),
+    )
+
+
+def _base_from_json(data: BaseFiguresJson | None) -> BaseFigures | None:
     if not data:
         return None
     return BaseFigures(passed=bool(data["passed"]), max_abs_diff=_number(data["max_abs_diff"]),
-                       error_codes=tuple(data["error_codes"]))
+                       error_codes=tuple(parse_code(code) for code in data["error_codes"]))
 
 
-def _baseline_from_json(data: Json) -> Baseline | None:
+def _baseline_from_json(data: BaselineJson | None) -> Baseline | None:
     if not data:
         return None
     return Baseline(tool_version=str(data["tool_version"]), config_path=str(data["config_path"]),
@@ -288,7 +299,7 @@ def _baseline_from_json(data: Json) -> Baseline | None:
                     notes=tuple(data.get("notes", ())))
 
 
-def shard_from_text(text: Json) -> Shard | None:
+def shard_from_text(text: str | None) -> Shard | None:
     """"K/N" as report.json writes it (None: not a shard)."""
     if not text:
         return None

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import Finding
 from onnx_parity.models.reference import ReferenceFailure
 from onnx_parity.models.shapes import Dimension, resize
@@ -72,8 +73,9 @@ def _frozen_at(batch: AtBatch, dimension: Dimension, length: int, runs: list[Cut
                merged: list[OutputComparison], passed: list[int]) -> bool:
     """True (and the evidence kept) when this length fails or mismatches and the committed
     length did not: the graph computes for the export length only."""
-    details = {"dimension": dimension.name, "axes": [list(m) for m in dimension.members],
-               "passed_sizes": list(passed), "failed_size": length}
+    details: FindingDetails = {"dimension": dimension.name,
+                               "axes": [list(m) for m in dimension.members],
+                               "passed_sizes": list(passed), "failed_size": length}
     label = f'{dimension.name} {length}'
     runtime = next((r.runtime_error for r in runs if r.runtime_error), None)
     if runtime is not None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from onnx_parity.export.inspection import ModelFacts, is_symbolic
+from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import Finding
 from onnx_parity.locations import NOWHERE, Location
 from onnx_parity.models.binding import BoundInputs
@@ -36,7 +37,7 @@ class FrozenEvidence:
     declared: set[str] = field(default_factory=set)
     # The user's line that hard-codes the size, when PyTorch's own traceback names it.
     places: dict[str, Location] = field(default_factory=dict)
-    details: dict[str, dict[str, object]] = field(default_factory=dict)
+    details: dict[str, FindingDetails] = field(default_factory=dict)
     # Who a failure at another batch size is about when the graph showed nothing static.
     batch: str = BATCH_SUBJECT
     batch_declared: bool = False
@@ -58,7 +59,7 @@ class FrozenEvidence:
         else:
             self.add(subject, line, place=place)
 
-    def add_dimension(self, subject: str, line: str, details: dict[str, object]) -> None:
+    def add_dimension(self, subject: str, line: str, details: FindingDetails) -> None:
         """A declared non-batch axis that fails or mismatches at another size."""
         self.add(subject, line, declared=True)
         self.details.setdefault(subject, {}).update(details)

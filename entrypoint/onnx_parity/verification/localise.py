@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.findings import Finding
+from onnx_parity.finding_details import FirstDivergence
+from onnx_parity.findings import CATALOGUE, Finding
 from onnx_parity.locations import scrub_paths, source_line
 from onnx_parity.models.binding import BoundInputs
 from onnx_parity.models.reference import as_call
@@ -44,7 +45,6 @@ from onnx_parity.verification.torch_values import (
     module_values,
 )
 
-LOCALISED = ("parity-mismatch", "nan-or-inf")
 NEEDS_DYNAMO = ("localising a mismatch to a line needs the dynamo exporter (`exporter = "
                 '"dynamo"`), whose graph records where each node comes from')
 
@@ -91,7 +91,7 @@ def target(findings: list[Finding], failed: list[CutRun]) -> tuple[CutRun, str] 
     """The first failing cut and output that a parity or NaN finding reports, if any."""
     # A mismatch a baked branch or a frozen size explains is not an operator's drift.
     outputs = {f.details.get("output") for f in findings
-               if f.code in LOCALISED and "explained_by" not in f.details}
+               if CATALOGUE[f.code].localised and "explained_by" not in f.details}
     for run in failed:
         for row in run.rows:
             if not row.passed and row.output in outputs:
@@ -227,7 +227,8 @@ def _empty(attempt: _Attempt, reason: str) -> Divergence:
 def attach(findings: list[Finding], divergence: Divergence, repo: Path) -> list[Finding]:
     """The parity finding of the localised output moves to the diverging line and says so."""
     return [_attached(f, divergence, repo)
-            if f.code in LOCALISED and f.details.get("output") == divergence.output else f
+            if CATALOGUE[f.code].localised and f.details.get("output") == divergence.output
+            else f
             for f in findings]
 
 
@@ -255,9 +256,9 @@ def _localised_fix(first: NodeCheck) -> str:
             "this model to the smallest passing atol shown.")
 
 
-def first_details(divergence: Divergence, first: NodeCheck, repo: Path) -> dict[str, object]:
+def first_details(divergence: Divergence, first: NodeCheck, repo: Path) -> FirstDivergence:
     source = source_line(repo, first.file, first.line) if first.file and first.line else None
-    details: dict[str, object] = {
+    details: FirstDivergence = {
         "node": first.node, "op": first.op, "module": first.module, "file": first.file,
         "line": first.line, "source": source, "max_abs_diff": first.max_abs_diff,
         "max_rel_diff": first.max_rel_diff,

@@ -10,7 +10,7 @@ import dataclasses
 from collections.abc import Iterable
 
 from onnx_parity.export.inspection import ModelFacts
-from onnx_parity.findings import Finding, Severity
+from onnx_parity.findings import CATALOGUE, Finding, Severity
 from onnx_parity.models.reference import Reference
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings.schema import ModelSpec
@@ -90,16 +90,12 @@ def _max_known(values: Iterable[float | None]) -> float | None:
     return max(known) if known else None
 
 
-# Findings that explain a mismatch by themselves: no tolerance would make such an export right.
-EXPLAINING = ("data-dependent-branch", "frozen-dimension")
-
-
 def comparison_findings(comparisons: list[OutputComparison], nonfinite: set[str],
                         spec: ModelSpec, drifted: frozenset[str] = frozenset(),
                         explained: list[Finding] | None = None) -> list[Finding]:
     """`drifted` outputs have an optimizer-drift instead; `explained` are the model's other
     findings, of which a baked branch or a frozen dimension explains a mismatch."""
-    cause = next((f for f in explained or [] if f.code in EXPLAINING), None)
+    cause = next((f for f in explained or [] if CATALOGUE[f.code].explains_mismatch), None)
     findings: list[Finding] = []
     for output in dict.fromkeys(c.output for c in comparisons):
         rows = [c for c in comparisons if c.output == output]

@@ -24,18 +24,17 @@ import json
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onnx_parity.findings import CATALOGUE
 from onnx_parity.pipeline.cache.reads import file_sha256
 from onnx_parity.results import ModelResult, Provenance, VariantResult
 
 FORMAT = "v1"
 TOOL = "onnx-parity"
-# Results that depend on the machine or on a file appearing later are never kept.
-UNCACHED_CODES = frozenset({"crash", "timeout", "out-of-memory", "load-error"})
 
 Json = Any
 Notify = Callable[[str], None]
@@ -49,8 +48,9 @@ class CorruptEntry(Exception):
 class ResultCodec:
     """How a ModelResult becomes JSON and back (report/serialization.py, handed in by the CLI)."""
 
-    to_json: Callable[[ModelResult], dict[str, Json]]
-    from_json: Callable[[dict[str, Json]], ModelResult]
+    # report/json_shapes.py's ModelJson, which this layer cannot import: any JSON object.
+    to_json: Callable[[ModelResult], Mapping[str, object]]
+    from_json: Callable[[Json], ModelResult]
 
 
 class ModelCache:
@@ -109,7 +109,8 @@ class ModelCache:
 
     def store(self, key: str, result: ModelResult, seconds: float) -> None:
         """Keep a worker's result; a failure to write only costs the next run its speed-up."""
-        if any(f.code in UNCACHED_CODES for f in result.findings):
+        # A crash, a timeout, the memory or a load error always runs again (CodeInfo.cached).
+        if not all(CATALOGUE[f.code].cached for f in result.findings):
             return
         final = self.root / result.name / key / _digest(result.files_read)
         try:

@@ -1,0 +1,102 @@
+"""What a finding's `details` may hold: every key a producer puts there, with its type.
+
+`details` is the machine-readable half of a finding (report.json's `findings[].details`): the
+report files a variant's findings under `variant`, localisation reads `output`, the comment
+shows `source`. The producers are named beside each group. The dicts are plain dicts at run
+time, written to JSON as they are, so these types describe report.json's shape as well.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
+
+if TYPE_CHECKING:
+    from onnx_parity.findings import Code
+
+
+class FirstDivergence(TypedDict):
+    """The first diverging node of a localised mismatch (verification/localise.py)."""
+
+    node: str
+    op: str | None
+    module: str | None
+    file: str | None
+    line: int | None
+    source: str | None  # the user's line of code at file:line
+    max_abs_diff: float | None
+    max_rel_diff: float | None
+    inputs_max_abs_diff: float | None
+    nodes_compared: int
+    nodes_skipped: int
+    runtime_optimization: str
+    batch_size: int
+    library_frame: NotRequired[str]  # the installed package's frame inside the user's line
+
+
+class OtherExporter(TypedDict):
+    """The exporter not configured, tried for an unsupported operator (export/review.py)."""
+
+    exporter: str
+    exports: bool
+
+
+class VariantMiss(TypedDict):
+    """A variant's figure below its threshold (variants/review.py)."""
+
+    output: str
+    batch_size: int
+    figure: str  # "sqnr_db" | "top1_agreement"
+    value: float
+    threshold: float
+
+
+class TensorLossDetails(TypedDict):
+    """One of the tensors a variant loses the most at (variants/review.py)."""
+
+    tensor: str
+    op: str | None
+    file: str | None
+    line: int | None
+    sqnr_db: float
+
+
+class FindingDetails(TypedDict, total=False):
+    # the output and batch a finding is about (verification/outputs.py, optimizer.py)
+    output: str
+    batch_size: int
+    batches: list[int]
+    explained_by: Code  # the finding that explains a parity mismatch
+    # optimizer-drift (verification/optimizer.py)
+    level: str
+    max_abs_diff: float | None
+    disabled_max_abs_diff: float
+    highest_passing_level: str
+    smallest_passing_atol: float | None
+    # declared dynamic dimensions (verification/axis_runs.py, frozen.py)
+    subject: str
+    dimension: str
+    axes: list[list[str | int]]
+    passed_sizes: list[int]
+    failed_size: int
+    size: int
+    reason: Literal["pytorch", "samples"]
+    # the export (export/review.py, export/model_checks.py)
+    operator: str
+    exporter: str
+    handled: bool
+    other_exporter: OtherExporter
+    attempts: list[str]
+    requested: int
+    actual: int | None
+    # deployment variants (variants/review.py, verification/outputs.py)
+    variant: str
+    misses: list[VariantMiss]
+    worst_tensors: list[TensorLossDetails]
+    tensor: str
+    op: str | None
+    largest: float
+    tensors: list[str]
+    # where it points (pipeline/all_models.py) and localisation (verification/localise.py)
+    source: str
+    localisation: str
+    first_divergence: FirstDivergence
