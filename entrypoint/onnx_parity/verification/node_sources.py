@@ -8,6 +8,7 @@ the innermost frame in the repository; a frame inside an installed package beyon
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,7 +42,7 @@ def _is_users(frame: tuple[str, int], file: str, line: int | None) -> bool:
     return number == line and path.replace("\\", "/").endswith(file)
 
 
-def first_sentence(details: dict[str, object]) -> str:
+def first_sentence(details: Mapping[str, object]) -> str:
     """'Diverges first at `models/net.py:42` in `encoder.layer.3.attn` (`aten.softmax`): max abs
     diff 2.1e-03 where its inputs differ by at most 3.0e-07'."""
     file, line, module = details.get("file"), details.get("line"), details.get("module")
