@@ -187,7 +187,8 @@ def outcome(repo: Path, config: Path) -> Settings | str:
 
 def test_every_declared_key_has_a_valid_example_and_the_refinements_name_declared_keys() -> None:
     names = {key.name for key in declared_keys()}
-    assert set(SHAPED_VALID) <= names and set(SHAPED_WEIRD) <= names
+    assert set(SHAPED_VALID) <= names
+    assert set(SHAPED_WEIRD) <= names
     assert REQUIRED == ("name", "factory", "inputs")
     for key in declared_keys():
         assert example_value(key) is not None, key.name
@@ -206,7 +207,8 @@ def test_random_documents_give_settings_or_config_error(
         config.write_text(toml_document(document), encoding="utf-8")
     result = outcome(repo, config)
     if isinstance(result, Settings):
-        assert result.models and all(model.name for model in result.models)
+        assert result.models
+        assert all(model.name for model in result.models)
         assert all(path.is_relative_to(repo.resolve()) for model in result.models
                    for path in ([model.inputs] if isinstance(model.inputs, Path) else model.inputs.values()))
 

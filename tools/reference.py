@@ -53,7 +53,7 @@ class Page:
 # Configuration
 
 
-def configuration_page(root: Path) -> str:
+def configuration_page(_root: Path) -> str:
     keys = declared_keys()
     for key in keys:
         _require_text(key.doc, f'entrypoint/onnx_parity/settings/schema.py: key "{key.name}" '

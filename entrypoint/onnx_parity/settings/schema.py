@@ -15,7 +15,7 @@ import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NotRequired, TypedDict, TypeVar, Unpack
 
 from onnx_parity.settings.checks import (
     CALIBRATIONS,
@@ -90,18 +90,29 @@ def plain(check: Callable[[object, str], T]) -> Callable[[object, KeyContext], T
     return read
 
 
-def setting(name: str, *, kind: str, doc: str, check: Reader, example: str,
-            default: Any = dataclasses.MISSING, shown: str | None = None,
-            model_only: bool = False, measured: bool = True) -> Any:
+class Declaration(TypedDict):
+    """What `setting(...)` says of a key besides its name and default (see Key)."""
+
+    kind: str
+    doc: str
+    check: Reader
+    example: str
+    shown: NotRequired[str]  # the default as the docs write it, when not the value itself
+    model_only: NotRequired[bool]
+    measured: NotRequired[bool]
+
+
+def setting(name: str, default: Any = dataclasses.MISSING, **declared: Unpack[Declaration]) -> Any:
     """A ModelSpec field declared as configuration key `name`.
 
-    `default` is the field's value when the key is left out (none: the key is required);
-    `shown` is how the docs write that default when it is not the value itself.
+    `default` is the field's value when the key is left out (none: the key is required).
     """
-    declared = {"name": name, "kind": kind, "doc": doc, "read": check, "example": example,
-                "default": _shown_default(default, shown), "model_only": model_only,
-                "measured": measured}
-    metadata = {_DECLARED: declared}
+    key = {"name": name, "kind": declared["kind"], "doc": declared["doc"],
+           "read": declared["check"], "example": declared["example"],
+           "default": _shown_default(default, declared.get("shown")),
+           "model_only": declared.get("model_only", False),
+           "measured": declared.get("measured", True)}
+    metadata = {_DECLARED: key}
     if default is dataclasses.MISSING:
         return field(metadata=metadata)
     if isinstance(default, dict):
