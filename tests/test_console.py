@@ -23,7 +23,7 @@ import pyte
 import pytest
 
 from fixture_repo.harness import copy_repo, run_cli, write_samples
-from onnx_parity.publishing.console import verdict_table
+from onnx_parity.report.console_text import verdict_table
 from onnx_parity.report.serialization import run_from_json
 
 COLUMNS, ROWS = 120, 40

@@ -51,11 +51,13 @@ def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[s
                   stream: TextIO, environ: dict[str, str] | None = None,
                   options: CheckOptions = CheckOptions()) -> CheckRun:
     """Settings -> engine -> report -> files; raises ConfigError/UsageError for bad input."""
+    from onnx_parity.locations import source_line
     from onnx_parity.pipeline.all_models import run_models
     from onnx_parity.pipeline.baseline import compare_with_baseline
     from onnx_parity.pipeline.shards import parse_shard
-    from onnx_parity.publishing.console import divergence_lines, open_console, verdict_table
+    from onnx_parity.publishing.console import open_console
     from onnx_parity.publishing.files import prepare_output, read_report, write_outputs
+    from onnx_parity.report.console_text import divergence_lines, verdict_table
     from onnx_parity.report.markdown import render_markdown
     from onnx_parity.settings.loading import load_settings
     from onnx_parity.settings.source_root import source_root as enclosing_checkout
@@ -89,7 +91,7 @@ def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[s
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
     stream.write("\n" + verdict_table(run))
-    stream.write(divergence_lines(run))
+    stream.write(divergence_lines(run, lambda file, line: source_line(settings.repo, file, line)))
     stream.write(f"report: {written.report_markdown}\n")
     return CheckRun(run, written, run.config_path)
 

@@ -18,8 +18,8 @@ if TYPE_CHECKING:
 def perform_merge(reports: Sequence[Path], out: Path, stream: TextIO,
                   source_root: str = "") -> CheckRun:
     """Shard reports -> one report.json and report.md; raises MergeError (exit 2)."""
-    from onnx_parity.publishing.console import verdict_table
     from onnx_parity.publishing.files import prepare_output, read_report, write_report
+    from onnx_parity.report.console_text import verdict_table
     from onnx_parity.report.markdown import render_markdown
     from onnx_parity.report.merging import merge_runs
 

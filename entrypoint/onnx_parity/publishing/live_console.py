@@ -2,9 +2,10 @@
 
 One header line (models done of total, the run's elapsed time), then one line per model:
 waiting; running, with its current step and how long it has run; or finished, with its
-verdict, its max abs diff against atol and the codes of its error findings. The view is
-transient: when the run ends it is erased and the check prints the same verdict table as in
-plain mode. Imported only by publishing/console.py, and only for a terminal.
+verdict, its max abs diff against atol and the codes of its error findings (the same cells as
+the verdict table, from report/console_text.py). The view is transient: when the run ends it is
+erased and the check prints the same verdict table as in plain mode. Imported only by
+publishing/console.py, and only for a terminal.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from onnx_parity.findings import Severity
+from onnx_parity.report.console_text import atol_text, diff_text, error_codes, verdict_word
 from onnx_parity.results import ModelResult
 
 # The pool's last event for a model: a finished job or how its worker failed.
@@ -103,10 +104,9 @@ class LiveConsole:
 
 
 def _verdict(result: ModelResult, seconds: float | None) -> tuple[RenderableType, ...]:
-    status = Text("PASS", style="bold green") if result.passed else Text("FAIL", style="bold red")
-    diff = "-" if result.max_abs_diff is None else f"{result.max_abs_diff:.2e}"
-    codes = dict.fromkeys(f.code for f in result.findings if f.severity == Severity.ERROR)
-    summary = f"max abs diff {diff} (atol {result.atol:g})"
+    status = Text(verdict_word(result), style="bold green" if result.passed else "bold red")
+    summary = f"max abs diff {diff_text(result)} (atol {atol_text(result)})"
+    codes = error_codes(result)
     if codes:
         summary += " · " + ", ".join(codes)
     took = "" if seconds is None else f"{seconds:.1f} s"

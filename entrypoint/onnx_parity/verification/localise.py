@@ -28,7 +28,8 @@ from onnx_parity.settings.schema import ModelSpec
 from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.cuts import CutRun, ort_feed
 from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
-from onnx_parity.verification.node_sources import Origin, dynamo_origin, first_sentence
+from onnx_parity.verification.divergence_text import first_sentence
+from onnx_parity.verification.node_sources import Origin, dynamo_origin
 from onnx_parity.verification.onnx_values import (
     LOCALISATION_LEVEL,
     Graph,
@@ -240,7 +241,7 @@ def _attached(finding: Finding, divergence: Divergence, repo: Path) -> Finding:
                                    details={**finding.details, "localisation": note})
     details = first_details(divergence, first, repo)
     return dataclasses.replace(
-        finding, message=f"{finding.message}. {first_sentence(details)}",
+        finding, message=f"{finding.message}. {first_sentence(divergence, first)}",
         file=first.file or finding.file, line=first.line if first.file else finding.line,
         fix=finding.fix or _localised_fix(first),
         details={**finding.details, "first_divergence": details},

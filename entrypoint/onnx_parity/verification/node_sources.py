@@ -1,4 +1,5 @@
-"""Where a node of the exported graph comes from, and the one sentence that tells the user.
+"""Where a node of the exported graph comes from (the sentence that tells the user is
+divergence_text.py's).
 
 Dynamo records, on every ONNX node, its module path and aten op (`namespace`) and the Python
 frames it was computed in (`pkg.torch.onnx.stack_trace`, outermost first). The user's line is
@@ -8,7 +9,6 @@ the innermost frame in the repository; a frame inside an installed package beyon
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -40,21 +40,3 @@ def dynamo_origin(node: GraphNode, repo: Path) -> Origin:
 def _is_users(frame: tuple[str, int], file: str, line: int | None) -> bool:
     path, number = frame
     return number == line and path.replace("\\", "/").endswith(file)
-
-
-def first_sentence(details: Mapping[str, object]) -> str:
-    """'Diverges first at `models/net.py:42` in `encoder.layer.3.attn` (`aten.softmax`): max abs
-    diff 2.1e-03 where its inputs differ by at most 3.0e-07'."""
-    file, line, module = details.get("file"), details.get("line"), details.get("module")
-    where = f"`{file}:{line}`" if file else f"node `{details.get('node')}`"
-    within = f" in `{module}`" if module else ""
-    op = str(details.get("op") or "").removesuffix(".default")
-    inputs = details.get("inputs_max_abs_diff") or 0.0  # 0: the graph's inputs, exact
-    return (f"Diverges first at {where}{within} (`{op}`): max abs diff "
-            f"{_e(details.get('max_abs_diff'))} where its inputs differ by at most {_e(inputs)} "
-            f"({details.get('nodes_compared')} values compared, graph optimizations "
-            f"{details.get('runtime_optimization')})")
-
-
-def _e(value: object) -> str:
-    return f"{value:.2e}" if isinstance(value, (int, float)) else "n/a"
