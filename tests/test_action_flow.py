@@ -18,10 +18,11 @@ import pytest
 
 from ci_schemas import junit_errors, sarif_errors
 from fake_github import FakeGitHub, Token
+from onnx_parity.commands.action import run_action
+from onnx_parity.commands.comment import run_comment_command
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.publishing.files import write_outputs
-from onnx_parity.publishing.github.action import CheckOutcome, CheckRequest, run_action
-from onnx_parity.publishing.github.comment_command import run_comment_command
+from onnx_parity.publishing.github.action import CheckOutcome, CheckRequest
 from onnx_parity.publishing.github.http import GitHubClient, RetryPolicy
 from onnx_parity.publishing.github.inputs import FailOn
 from onnx_parity.publishing.github.preflight import installed_constraints

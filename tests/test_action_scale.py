@@ -12,9 +12,9 @@ from collections.abc import Iterator
 import pytest
 
 from fake_github import FakeGitHub, Token
+from onnx_parity.commands.action import run_action
 from onnx_parity.commands.merge import merge_for_action
 from onnx_parity.findings import Finding
-from onnx_parity.publishing.github.action import run_action
 from onnx_parity.results import BaseFigures, RunResult, Shard
 from test_action_flow import (
     FAILING,

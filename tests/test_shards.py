@@ -19,9 +19,10 @@ from hypothesis import strategies as st
 
 from fake_github import FakeGitHub, Token
 from fixture_repo.harness import CliRun, copy_repo, run_cli, write_samples
+from onnx_parity.commands.action import run_action
 from onnx_parity.commands.merge import merge_for_action
 from onnx_parity.pipeline.shards import parse_shard, partition
-from onnx_parity.publishing.github.action import CheckOutcome, CheckRequest, run_action
+from onnx_parity.publishing.github.action import CheckOutcome, CheckRequest
 from onnx_parity.publishing.github.comments import BODY_LIMIT
 from onnx_parity.results import Shard
 from onnx_parity.settings.values import ConfigError

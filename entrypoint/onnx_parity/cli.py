@@ -1,22 +1,38 @@
 """The `onnx-parity` command: parses the command line, runs the command, maps errors to exit codes.
 
-Kept light on imports so `--help` answers at once: torch is only ever imported by the workers.
-What each command does is in commands/ (check, merge, init); the parsers in commands/parsers.py.
+Kept light on imports so `--help` answers at once: torch is only ever imported by the workers,
+and each command imports the stages it needs when it runs. The real outside world (the
+environment, the streams, the GitHub client) is built here, once, and handed to the command.
+What each command does is in commands/, one module each; the parsers in commands/parsers.py.
 """
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
 import traceback
 from typing import TYPE_CHECKING
 
+from onnx_parity.commands.action import action_command
+from onnx_parity.commands.check import check_command
+from onnx_parity.commands.comment import comment_command
+from onnx_parity.commands.context import Context, Handler
+from onnx_parity.commands.init import init_command
+from onnx_parity.commands.merge import merge_command
 from onnx_parity.commands.parsers import build_parser
 from onnx_parity.errors import ExitCode, exit_code_for
 
 if TYPE_CHECKING:
     from onnx_parity.publishing.github.http import GitHubClient
+
+# Every command the parser knows (commands/parsers.py), by name.
+COMMANDS: dict[str, Handler] = {
+    "check": check_command,
+    "merge": merge_command,
+    "init": init_command,
+    "action": action_command,
+    "comment": comment_command,
+}
 
 
 def _client_factory(api_url: str, token: str) -> GitHubClient:
@@ -25,36 +41,11 @@ def _client_factory(api_url: str, token: str) -> GitHubClient:
     return GitHubClient(api_url, token)
 
 
-def _command(args: argparse.Namespace) -> int:
-    from onnx_parity.commands.check import CheckOptions, check_for_action, perform_check
-    from onnx_parity.commands.merge import gate_code, merge_for_action, perform_merge
-
-    if args.command == "check":
-        options = CheckOptions(cache=args.cache, read_cache=not args.no_cache, shard=args.shard,
-                               baseline=args.baseline)
-        done = perform_check(args.repo, args.config, args.out, args.model, args.jobs, sys.stdout,
-                             options=options)
-        return gate_code(done.run, args.fail_on)
-    if args.command == "merge":
-        return gate_code(perform_merge(args.reports, args.out, sys.stdout).run, args.fail_on)
-    if args.command == "init":
-        from onnx_parity.commands.init import run_init_command
-
-        return run_init_command(args)
-    if args.command == "action":
-        from onnx_parity.publishing.github.action import run_action
-
-        return run_action(os.environ, check=check_for_action, client_factory=_client_factory,
-                          stdout=sys.stdout, stderr=sys.stderr, merge=merge_for_action)
-    from onnx_parity.publishing.github.comment_command import run_comment_command
-
-    return run_comment_command(args.report, os.environ, _client_factory, sys.stdout)
-
-
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    context = Context(os.environ, sys.stdout, sys.stderr, _client_factory)
     try:
-        return _command(args)
+        return COMMANDS[args.command](args, context)
     except Exception as error:
         return _report_error(error, getattr(args, "debug", False))
 

@@ -1,30 +1,50 @@
 """`onnx-parity check`: settings -> models (in workers, or from the cache) -> report -> files.
 
-Raises ConfigError/UsageError for bad input before any model runs; the exit code follows
-`--fail-on` (commands/merge.py's gate_code).
+`perform_check` is the command's steps in order, each a function below: the request checked,
+the settings loaded and the models selected, the output folder prepared, the models run (this
+shard's, through the workers or the cache), the run described and set beside the baseline,
+the report rendered and written, the verdict printed. It raises ConfigError/UsageError for
+bad input before any model runs; the exit code follows `--fail-on` (`gate_code`).
+
+The real imports stay inside the functions: `--help` must not load them, and a fully cached
+run must never import torch.
 """
 
 from __future__ import annotations
 
+import argparse
 import dataclasses
 import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from onnx_parity.commands.context import Context
 from onnx_parity.commands.usage import UsageError
+from onnx_parity.errors import ExitCode
 
-if TYPE_CHECKING:  # the real imports stay inside the functions: --help must not load them
+if TYPE_CHECKING:
     from onnx_parity.pipeline.cache.entries import ModelCache
     from onnx_parity.publishing.files import WrittenReport
     from onnx_parity.publishing.github.action import CheckOutcome, CheckRequest
     from onnx_parity.results import Provenance, RunResult, Shard
     from onnx_parity.settings.schema import ModelSpec, Settings
+
+
+@dataclass(frozen=True)
+class CheckTarget:
+    """What to check and where the report goes: --repo, --config, --out, --model, --jobs."""
+
+    repo: Path
+    config: Path | None  # None: found in `repo`
+    out: Path
+    models: Sequence[str] = ()  # only these (empty: every configured model)
+    jobs: int = 1
 
 
 @dataclass(frozen=True)
@@ -41,59 +61,88 @@ class CheckOptions:
 
 
 @dataclass(frozen=True)
+class CheckPlan:
+    """A check ready to run: the loaded settings, the selected models, the shard, the baseline."""
+
+    target: CheckTarget
+    options: CheckOptions
+    settings: Settings
+    specs: tuple[ModelSpec, ...]  # selected by --model, before the shard takes its part
+    shard: Shard | None
+    base: RunResult | None  # the --baseline report
+
+
+@dataclass(frozen=True)
 class CheckRun:
     run: RunResult
     written: WrittenReport
     config_path: str
 
 
-def perform_check(repo: Path, config: Path | None, out: Path, models: Sequence[str], jobs: int,
-                  stream: TextIO, environ: dict[str, str] | None = None,
+def check_command(args: argparse.Namespace, context: Context) -> int:
+    target = CheckTarget(args.repo, args.config, args.out, args.model, args.jobs)
+    options = CheckOptions(cache=args.cache, read_cache=not args.no_cache, shard=args.shard,
+                           baseline=args.baseline)
+    done = perform_check(target, context.stdout, context.environ, options)
+    return gate_code(done.run, args.fail_on)
+
+
+def perform_check(target: CheckTarget, stream: TextIO, environ: Mapping[str, str] | None = None,
                   options: CheckOptions = CheckOptions()) -> CheckRun:
     """Settings -> engine -> report -> files; raises ConfigError/UsageError for bad input."""
-    from onnx_parity.locations import source_line
-    from onnx_parity.pipeline.all_models import run_models
-    from onnx_parity.pipeline.baseline import compare_with_baseline
-    from onnx_parity.pipeline.shards import parse_shard
-    from onnx_parity.publishing.console import open_console
-    from onnx_parity.publishing.files import prepare_output, read_report, write_outputs
-    from onnx_parity.report.console_text import divergence_lines, verdict_table
-    from onnx_parity.report.markdown import render_markdown
-    from onnx_parity.settings.loading import load_settings
-    from onnx_parity.settings.source_root import source_root as enclosing_checkout
+    from onnx_parity.publishing.files import prepare_output
 
-    if not repo.is_dir():
-        raise UsageError(f"--repo {repo}: no such folder. Fix: pass the repository root.")
-    if jobs < 1:
-        raise UsageError(f"--jobs {jobs}: must be at least 1.")
-    shard = parse_shard(options.shard, "--shard") if options.shard else None
-    settings = load_settings(repo.resolve(), config)
-    specs = selected(settings.models, models, settings.relative(settings.config_path))
-    # Before any model runs: a baseline that cannot be read would make the run worthless.
-    base = read_report(options.baseline, "--baseline") if options.baseline else None
-    prepare_output(out)
+    validate(target)
+    plan = planned(target, options)
+    prepare_output(target.out)
     environment = dict(environ or os.environ)
     workdir = Path(tempfile.mkdtemp(prefix="onnx-parity-"))
-    try:
-        cache = _cache(options, environment, stream)
-        chosen, plan = _shard_of(specs, shard, cache)
-        view = open_console(stream, environment, [spec.name for spec in chosen],
-                            settings.relative(settings.config_path))
-        with view:
-            run = run_models(settings, chosen, workdir, jobs, environment, view.event,
-                             view.model_done, cache)
-        run = _described(run, settings, specs, shard, plan)
-        if base is not None:
-            run = compare_with_baseline(run, base, specs)
-        markdown = render_markdown(run, footer=footer(run.versions))
-        prefix = enclosing_checkout(repo) if options.source_root is None else options.source_root
-        written = write_outputs(run, markdown, out, prefix)
+    try:  # the exported models wait in `workdir` until write_outputs moves them to --out
+        run = compared(run_selected(plan, workdir, environment, stream), plan)
+        written = write_report(run, plan)
     finally:
         shutil.rmtree(workdir, ignore_errors=True)
-    stream.write("\n" + verdict_table(run))
-    stream.write(divergence_lines(run, lambda file, line: source_line(settings.repo, file, line)))
-    stream.write(f"report: {written.report_markdown}\n")
+    print_verdict(stream, run, written, plan.settings.repo)
     return CheckRun(run, written, run.config_path)
+
+
+def validate(target: CheckTarget) -> None:
+    """The command line's own mistakes, before any file is read."""
+    if not target.repo.is_dir():
+        raise UsageError(f"--repo {target.repo}: no such folder. Fix: pass the repository root.")
+    if target.jobs < 1:
+        raise UsageError(f"--jobs {target.jobs}: must be at least 1.")
+
+
+def planned(target: CheckTarget, options: CheckOptions) -> CheckPlan:
+    """The shard parsed, the settings loaded, the models selected and the baseline read."""
+    from onnx_parity.pipeline.shards import parse_shard
+    from onnx_parity.publishing.files import read_report
+    from onnx_parity.settings.loading import load_settings
+
+    shard = parse_shard(options.shard, "--shard") if options.shard else None
+    settings = load_settings(target.repo.resolve(), target.config)
+    specs = selected(settings.models, target.models, settings.relative(settings.config_path))
+    # Before any model runs: a baseline that cannot be read would make the run worthless.
+    base = read_report(options.baseline, "--baseline") if options.baseline else None
+    return CheckPlan(target, options, settings, specs, shard, base)
+
+
+def run_selected(plan: CheckPlan, workdir: Path, environ: dict[str, str],
+                 stream: TextIO) -> RunResult:
+    """This shard's models through the workers (or the cache), shown on the console."""
+    from onnx_parity.pipeline.all_models import run_models
+    from onnx_parity.publishing.console import open_console
+
+    cache = _cache(plan.options, environ, stream)
+    chosen, digest = _shard_of(plan.specs, plan.shard, cache)
+    settings = plan.settings
+    view = open_console(stream, environ, [spec.name for spec in chosen],
+                        settings.relative(settings.config_path))
+    with view:
+        run = run_models(settings, chosen, workdir, plan.target.jobs, environ, view.event,
+                         view.model_done, cache)
+    return described(run, plan, digest)
 
 
 def _cache(options: CheckOptions, environ: dict[str, str], stream: TextIO) -> ModelCache | None:
@@ -129,14 +178,49 @@ def _shard_of(specs: tuple[ModelSpec, ...], shard: Shard | None,
     return shard_models(specs, shard, durations), plan_digest(specs, durations)
 
 
-def _described(run: RunResult, settings: Settings, specs: tuple[ModelSpec, ...],
-               shard: Shard | None, plan: str | None) -> RunResult:
+def described(run: RunResult, plan: CheckPlan, digest: str | None) -> RunResult:
+    """The run as its report names it: the shard, every configured model, the configuration's
+    fingerprint and the shard plan (`digest`)."""
     from onnx_parity.pipeline.cache.fingerprint import configuration_sha256
 
-    return dataclasses.replace(run, shard=shard,
+    specs = plan.specs
+    return dataclasses.replace(run, shard=plan.shard,
                                configured_models=tuple(spec.name for spec in specs),
-                               configuration_sha256=configuration_sha256(specs, settings.repo),
-                               shard_plan=plan)
+                               configuration_sha256=configuration_sha256(specs,
+                                                                         plan.settings.repo),
+                               shard_plan=digest)
+
+
+def compared(run: RunResult, plan: CheckPlan) -> RunResult:
+    """The run beside the --baseline report, when there is one."""
+    from onnx_parity.pipeline.baseline import compare_with_baseline
+
+    return run if plan.base is None else compare_with_baseline(run, plan.base, plan.specs)
+
+
+def write_report(run: RunResult, plan: CheckPlan) -> WrittenReport:
+    """report.md rendered; every file of the output folder written."""
+    from onnx_parity.publishing.files import write_outputs
+    from onnx_parity.report.markdown import render_markdown
+    from onnx_parity.settings.source_root import source_root as enclosing_checkout
+
+    markdown = render_markdown(run, footer=footer(run.versions))
+    repo, within = plan.target.repo, plan.options.source_root
+    prefix = enclosing_checkout(repo) if within is None else within
+    return write_outputs(run, markdown, plan.target.out, prefix)
+
+
+def print_verdict(stream: TextIO, run: RunResult, written: WrittenReport, repo: Path) -> None:
+    """The verdict table, where each localised mismatch starts (its line read from `repo`), and
+    the report's path."""
+    from functools import partial
+
+    from onnx_parity.locations import source_line
+    from onnx_parity.report.console_text import divergence_lines, verdict_table
+
+    stream.write("\n" + verdict_table(run))
+    stream.write(divergence_lines(run, partial(source_line, repo)))
+    stream.write(f"report: {written.report_markdown}\n")
 
 
 def selected(specs: tuple[ModelSpec, ...], names: Sequence[str],
@@ -156,14 +240,26 @@ def footer(versions: dict[str, str]) -> str:
     return " · ".join(f"{name} {versions.get(name, '?')}" for name in shown)
 
 
-def check_for_action(request: CheckRequest) -> CheckOutcome:
-    """The engine as the GitHub Action calls it (see publishing/github/action.py)."""
-    from onnx_parity.publishing.github.action import CheckOutcome
+def gate_code(run: RunResult, fail_on: str) -> int:
+    """`--fail-on` applied to the run: 0 when the gate passes, else 1."""
+    from onnx_parity.report.gate import FailOn, gate_passed
 
+    return ExitCode.PASSED if gate_passed(run, FailOn(fail_on)) else ExitCode.FAILED
+
+
+def check_for_action(request: CheckRequest) -> CheckOutcome:
+    """The engine as the GitHub Action calls it (see commands/action.py)."""
     options = CheckOptions(cache=request.cache_dir, shard=request.shard,
                            baseline=request.baseline, source_root=request.source_root)
-    done = perform_check(request.repo, request.config, request.out_dir, (),
-                         os.cpu_count() or 1, sys.stdout, options=options)
+    target = CheckTarget(request.repo, request.config, request.out_dir, (), os.cpu_count() or 1)
+    # sys.stdout as it is now: the action has redirected it into its redacting writer.
+    return outcome_of(perform_check(target, sys.stdout, options=options))
+
+
+def outcome_of(done: CheckRun) -> CheckOutcome:
+    """A check or merge as the action publishes it."""
+    from onnx_parity.publishing.github.action import CheckOutcome
+
     return CheckOutcome(run=done.run, config_path=done.config_path,
                         report_json=done.written.report_json,
                         report_markdown=done.written.report_markdown,

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
-from onnx_parity.commands.check import CheckRun, footer
-from onnx_parity.errors import ExitCode
+from onnx_parity.commands.check import CheckRun, footer, gate_code, outcome_of
+from onnx_parity.commands.context import Context
 
 if TYPE_CHECKING:
     from onnx_parity.publishing.github.action import CheckOutcome, MergeRequest
-    from onnx_parity.results import RunResult
+
+
+def merge_command(args: argparse.Namespace, context: Context) -> int:
+    return gate_code(perform_merge(args.reports, args.out, context.stdout).run, args.fail_on)
 
 
 def perform_merge(reports: Sequence[Path], out: Path, stream: TextIO,
@@ -34,19 +38,8 @@ def perform_merge(reports: Sequence[Path], out: Path, stream: TextIO,
     return CheckRun(run, written, run.config_path)
 
 
-def gate_code(run: RunResult, fail_on: str) -> int:
-    from onnx_parity.report.gate import FailOn, gate_passed
-
-    return ExitCode.PASSED if gate_passed(run, FailOn(fail_on)) else ExitCode.FAILED
-
-
 def merge_for_action(request: MergeRequest) -> CheckOutcome:
     """`onnx-parity merge` as the action's `merge-reports` mode calls it."""
-    from onnx_parity.publishing.github.action import CheckOutcome
-
-    done = perform_merge(request.reports, request.out_dir, sys.stdout, request.source_root)
-    return CheckOutcome(run=done.run, config_path=done.config_path,
-                        report_json=done.written.report_json,
-                        report_markdown=done.written.report_markdown,
-                        report_sarif=done.written.report_sarif,
-                        report_junit=done.written.report_junit)
+    # sys.stdout as it is now: the action has redirected it into its redacting writer.
+    return outcome_of(perform_merge(request.reports, request.out_dir, sys.stdout,
+                                    request.source_root))

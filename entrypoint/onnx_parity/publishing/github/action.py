@@ -1,34 +1,28 @@
-"""`onnx-parity action`: the engine wrapped for a GitHub Actions step.
+"""The action's step, its GitHub pieces: the engine's requests and outcomes, and publishing them.
 
-Order matters and is the point of this module (each step lives in the module named):
-1. session.guarded: `::add-mask::` for the token first, credentials out of `os.environ`,
-   every byte written afterwards redacted; UserError -> exit 2, a bug -> exit 3.
-2. Inputs and the event are read (inputs.py, event.py); a bad input stops here (exit 2).
-3. preflight: a fork's code under `pull_request_target` is refused unless opted in; the
-   `requirements` are installed under constraints that keep torch and onnxruntime in place.
-4. The check runs in `working-directory`; then logs (folded) and annotations (annotations.py),
-   the summary, the sticky comment (pr_comment.py) and the outputs (step_results.py).
-5. The exit code: 1 when the gate (`fail-on`) fails, else 0.
-
-Two more shapes of the same step: with `shard` the check covers one part of the models and
-posts no comment and no annotations (the merging job does); with `merge-reports` no model
-runs: the shards' reports are merged (the `merge` command's work, handed in like the check)
-and published like one check.
+The order of the step (guard, inputs, preflight, check or merge, publish, exit code) is
+commands/action.py's; this module holds what it calls that speaks GitHub:
+- `CheckRequest`/`CheckOutcome`/`MergeRequest`: what the step hands the engine (`check` and
+  `merge`, commands/check.py and commands/merge.py) and gets back;
+- `run_check`: the inputs as a request, the check run in `working-directory` with its output
+  redacted; `run_merge`: `merge-reports` (paths or globs, `merge_inputs`) the same way;
+- `publish_outcome`: logs, annotations, summary, comment and outputs of a check or merge;
+  `publish_report_file`: the same for a report.json made elsewhere (`comment-from-report`
+  and the `comment` command), read by `load_report`.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity.publishing.github.annotations import finding_annotations, print_logs
-from onnx_parity.publishing.github.commands import Writer
 from onnx_parity.publishing.github.inputs import InputError
-from onnx_parity.publishing.github.preflight import inside, install_requirements, refuse_fork_code
-from onnx_parity.publishing.github.session import ClientFactory, Session, guarded
+from onnx_parity.publishing.github.preflight import inside
+from onnx_parity.publishing.github.session import Session
 from onnx_parity.publishing.github.step_results import finish, publish_common, workspace_relative
 from onnx_parity.report.serialization import ReportFormatError, run_from_json
 from onnx_parity.results import RunResult
@@ -65,38 +59,6 @@ class MergeRequest:
 
 Check = Callable[[CheckRequest], CheckOutcome]
 Merge = Callable[[MergeRequest], CheckOutcome]
-
-
-def run_action(environ: Mapping[str, str], *, check: Check, client_factory: ClientFactory,
-               stdout: Writer, stderr: Writer, merge: Merge | None = None) -> int:
-    """The whole action step; returns the exit code."""
-    return guarded(environ, client_factory, stdout, stderr,
-                   lambda session: _action(session, check, merge))
-
-
-def _action(session: Session, check: Check, merge: Merge | None) -> int:
-    if session.inputs.merge_reports:
-        if merge is None:  # a caller that cannot merge must not run the check instead
-            raise InputError('input "merge-reports" is set, but this entry point cannot merge '
-                             "reports. Run the action (`onnx-parity action`).")
-        return publish_outcome(session, run_merge(session, merge), logs=False)
-    if session.inputs.comment_from_report:
-        report = inside(session.event.workspace, session.inputs.comment_from_report,
-                        "comment-from-report")
-        return publish_report_file(session, report)
-    refuse_fork_code(session)
-    workdir = inside(session.event.workspace, session.inputs.working_directory,
-                     "working-directory")
-    if not workdir.is_dir():
-        raise InputError(
-            f'input "working-directory" is "{session.inputs.working_directory}", which is not '
-            f"a folder of the checked-out repository ({workdir}). Check out the repository "
-            "first (actions/checkout) and name a folder that exists.")
-    if session.inputs.requirements:
-        install_requirements(session, inside(workdir, session.inputs.requirements,
-                                             "requirements"), workdir)
-    outcome = run_check(session, check, workdir)
-    return publish_outcome(session, outcome)
 
 
 def run_check(session: Session, check: Check, workdir: Path) -> CheckOutcome:
