@@ -129,3 +129,40 @@ def test_a_key_without_its_doc_text_is_refused_by_name(tmp_path: Path, doc: str)
     assert done.stderr == ('tools/reference.py: entrypoint/onnx_parity/settings/schema.py: key '
                            '"warm-up-seconds" has no doc text: write what it means in its '
                            "setting(..., doc=...).\n")
+
+
+def package_with_code(tmp_path: Path, fix: str) -> Path:
+    """A copy of the package with one more finding code in the vocabulary and the catalogue."""
+    parent = tmp_path / "pkg"
+    shutil.copytree(PACKAGE, parent / "onnx_parity",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    findings = parent / "onnx_parity" / "findings.py"
+    text = findings.read_text(encoding="utf-8")
+    vocabulary, catalogue_end = '    "positional-binding", "drift-regression",\n', "\n}\n"
+    assert vocabulary in text
+    assert catalogue_end in text
+    text = text.replace(vocabulary, vocabulary + '    "demo-code",\n', 1)
+    entry = f'    "demo-code": CodeInfo(Severity.NOTE, "a code added for this test", {fix!r}),'
+    findings.write_text(text.replace(catalogue_end, f"\n{entry}\n}}\n", 1), encoding="utf-8")
+    return parent
+
+
+def test_a_code_without_its_fix_is_refused_and_a_new_code_makes_the_pages_stale(
+        tmp_path: Path) -> None:
+    refused = run([str(TOOL), "--check"], package_parent=package_with_code(tmp_path / "a", ""))
+    assert refused.returncode == 2
+    assert refused.stderr == ('tools/reference.py: entrypoint/onnx_parity/findings.py: code '
+                              '"demo-code" has no fix: say what the user does about it in its '
+                              "CodeInfo.\n")
+
+    parent = package_with_code(tmp_path / "b", "Nothing to do: it only shows the check works.")
+    stale = run([str(TOOL), "--check"], package_parent=parent)
+    assert stale.returncode == 1
+    assert [line.split(":")[0] for line in stale.stderr.splitlines()] == [
+        "docs/reference/findings.md", "README.md"]
+    root = docs_root(tmp_path)
+    assert run([str(TOOL), "--root", str(root)], package_parent=parent).returncode == 0
+    page = (root / "docs" / "reference" / "findings.md").read_text(encoding="utf-8")
+    assert "## demo-code\n\n**Severity:** note\n\n**Meaning:** a code added for this test." in page
+    assert ("- [`demo-code`](docs/reference/findings.md#demo-code) (note): a code added for "
+            "this test.\n") in (root / "README.md").read_text(encoding="utf-8")

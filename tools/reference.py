@@ -27,7 +27,7 @@ import yaml
 
 from onnx_parity.commands.parsers import build_parser
 from onnx_parity.errors import ExitCode
-from onnx_parity.findings import CATALOGUE
+from onnx_parity.findings import CATALOGUE, CodeInfo
 from onnx_parity.settings.loading import load_settings
 from onnx_parity.settings.schema import Key, declared_keys
 from onnx_parity.settings.values import ConfigError
@@ -123,7 +123,7 @@ def findings_page(_root: Path) -> str:
                       for code, info in CATALOGUE.items())
     sections = "".join(f"## {code}\n\n**Severity:** {info.severity.value}\n\n"
                        f"**Meaning:** {info.title}.\n\n**Fix:** {info.fix}\n\n"
-                       for code, info in CATALOGUE.items())
+                       f"{_policy(info)}\n\n" for code, info in CATALOGUE.items())
     return (
         GENERATED.format(source="`findings.CATALOGUE`")
         + "# Finding codes\n\nEvery finding of a model carries one of these codes. An error "
@@ -132,6 +132,16 @@ def findings_page(_root: Path) -> str:
         "| Code | Severity | Meaning |\n|---|---|---|\n" + summary + "\n" + sections.rstrip()
         + "\n"
     )
+
+
+def _policy(info: CodeInfo) -> str:
+    cached = ("A result with it is kept by `--cache`." if info.cached else
+              "A result with it is never cached: the model runs again on the next run.")
+    localised = (" A failing model with it is localised to its first diverging operator."
+                 if info.localised else "")
+    explains = (" It explains a `parity-mismatch` of the same model by itself."
+                if info.explains_mismatch else "")
+    return f"**Policy:** {cached}{localised}{explains}"
 
 
 def readme_block(_root: Path) -> str:
