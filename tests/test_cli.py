@@ -69,7 +69,8 @@ def test_exit_0_when_every_model_passes(tmp_path: Path) -> None:
     assert done.code == 0, done.stderr
     assert done.stderr == ""
     assert "1 of 1 models pass" in done.stdout
-    assert done.report()["passed"] is True and done.report()["failed_models"] == []
+    assert done.report()["passed"] is True
+    assert done.report()["failed_models"] == []
     assert (tmp_path / "out" / "good.onnx").is_file()
 
 
@@ -78,7 +79,8 @@ def test_exit_2_for_a_configuration_mistake_without_starting_a_worker(tmp_path: 
                                                'inputs = { x = "x.npy" }\natoll = 1\n')
     done = run_cli("check", cwd=tmp_path, out=tmp_path / "out")
     assert done.code == 2
-    assert done.stdout == "" and "Traceback" not in done.stderr
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
     # The valid keys follow the schema's declarations (settings/schema.py), in their order.
     assert done.stderr.strip() == (
         'onnx-parity: onnx-parity.toml: model "m": key "atoll": unknown key; did you mean '
@@ -93,7 +95,8 @@ def test_an_output_folder_that_cannot_be_written_stops_before_any_model_runs(
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder")
     done = run_cli("check", "--config", "configs/passing.toml", cwd=repo, out=blocked)
-    assert done.code == 2 and "Traceback" not in done.stderr
+    assert done.code == 2
+    assert "Traceback" not in done.stderr
     assert "cannot write into the output folder" in done.stderr
     assert "Fix: pass a writable folder with --out" in done.stderr
     assert done.stdout == ""  # no model started: nothing measured was thrown away
@@ -177,7 +180,8 @@ def test_example_torchscript_spectrum_names_the_unsupported_operator(example_run
 def test_example_passing_models_pass_clean(example_run: CliRun) -> None:
     for name in ("small-cnn", "spectrum"):
         model = example_run.models()[name]
-        assert _errors(model) == [] and model["max_abs_diff"] < model["atol"]
+        assert _errors(model) == []
+        assert model["max_abs_diff"] < model["atol"]
         assert {c["batch_size"] for c in model["comparisons"]} == {1, 8}
 
 
@@ -185,7 +189,8 @@ def test_example_writes_every_output_file(example_run: CliRun) -> None:
     out = example_run.out
     assert out is not None
     for name in example_run.models():
-        assert (out / f"{name}.log").is_file() and (out / f"{name}.parity.json").is_file()
+        assert (out / f"{name}.log").is_file()
+        assert (out / f"{name}.parity.json").is_file()
     exported = {path.stem for path in out.glob("*.onnx")}
     assert exported == {"small-cnn", "small-cnn-frozen", "branchy", "spectrum", "spectral-head"}
     # only the model whose mismatch was localised pays for, and gets, a divergence record
@@ -206,7 +211,8 @@ def test_example_spectral_head_diverges_first_at_the_rfft_line(example_run: CliR
     record = json.loads((example_run.folder / "spectral-head.divergence.json").read_text())
     assert record["first_divergence"] == first["node"] == "_fft_r2c"
     conv = next(node for node in record["nodes"] if node["op"] == "aten.conv1d.default")
-    assert conv["inside"] and conv["max_abs_diff"] < model["atol"] < first["max_abs_diff"]
+    assert conv["inside"]
+    assert conv["max_abs_diff"] < model["atol"] < first["max_abs_diff"]
     assert f"spectral-head: diverges first at models/spectral.py:{line}" in example_run.stdout
 
 
@@ -220,7 +226,8 @@ def test_example_writes_sarif_and_junit_that_validate(example_run: CliRun) -> No
     results = {(r["ruleId"], r["locations"][0]["physicalLocation"]["artifactLocation"]["uri"],
                 r["locations"][0]["physicalLocation"]["region"]["startLine"])
                for r in sarif["runs"][0]["results"]}
-    assert results == located and ("data-dependent-branch", "models/branchy.py", 9) in results
+    assert results == located
+    assert ("data-dependent-branch", "models/branchy.py", 9) in results
     assert junit_errors(out / "report.junit.xml") == []
     junit = (out / "report.junit.xml").read_text(encoding="utf-8")
     assert '<testsuite name="onnx-parity: onnx-parity.toml" tests="6" failures="4"' in junit
