@@ -131,7 +131,7 @@ def planned(target: CheckTarget, options: CheckOptions) -> CheckPlan:
 def run_selected(plan: CheckPlan, workdir: Path, environ: dict[str, str],
                  stream: TextIO) -> RunResult:
     """This shard's models through the workers (or the cache), shown on the console."""
-    from onnx_parity.pipeline.all_models import run_models
+    from onnx_parity.pipeline.all_models import Workers, run_models
     from onnx_parity.publishing.console import open_console
 
     cache = _cache(plan.options, environ, stream)
@@ -140,8 +140,8 @@ def run_selected(plan: CheckPlan, workdir: Path, environ: dict[str, str],
     view = open_console(stream, environ, [spec.name for spec in chosen],
                         settings.relative(settings.config_path))
     with view:
-        run = run_models(settings, chosen, workdir, plan.target.jobs, environ, view.event,
-                         view.model_done, cache)
+        run = run_models(settings, chosen, Workers(workdir, plan.target.jobs, environ),
+                         view.event, view.model_done, cache)
     return described(run, plan, digest)
 
 

@@ -60,18 +60,15 @@ def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
     return env
 
 
-# Eight arguments: its one caller, commands/check.py, is being rewritten in the same change
-# (issue 17); taking `Workers` here is left to that rewrite, so the two do not collide.
-def run_models(settings: Settings, specs: tuple[ModelSpec, ...], workdir: Path,  # noqa: PLR0913
-               jobs: int, environ: Mapping[str, str], on_event: EventSink,
-               on_model: ModelSink | None = None,
+def run_models(settings: Settings, specs: tuple[ModelSpec, ...], workers: Workers,
+               on_event: EventSink, on_model: ModelSink | None = None,
                cache: ModelCache | None = None) -> RunResult:
     """Every model in `specs`, in that order; `on_model` gets each result as it is ready.
 
     With a cache, a model whose fingerprint matches an entry reuses it and starts no worker.
     """
     keys = _fingerprints(specs, settings.repo) if cache else {}
-    reused = _cached(specs, keys, cache, settings.repo, workdir, on_event)
+    reused = _cached(specs, keys, cache, settings.repo, workers.workdir, on_event)
     for result in reused.values():
         if on_model is not None:
             on_model(result)
@@ -81,13 +78,13 @@ def run_models(settings: Settings, specs: tuple[ModelSpec, ...], workdir: Path, 
 
     def collect(outcome: JobOutcome) -> None:
         spec = by_name[outcome.key]
-        fresh[spec.name] = finish(spec, outcome, settings.repo, workdir)
+        fresh[spec.name] = finish(spec, outcome, settings.repo, workers.workdir)
         if cache is not None and outcome.failure is None:
             cache.store(keys[spec.name], fresh[spec.name], outcome.seconds)
         if on_model is not None:
             on_model(fresh[spec.name])
 
-    _run_workers(settings, missing, Workers(workdir, jobs, environ), on_event, collect)
+    _run_workers(settings, missing, workers, on_event, collect)
     models = tuple(reused.get(spec.name) or fresh[spec.name] for spec in specs)
     return RunResult(settings.relative(settings.config_path), versions(), models)
 
