@@ -1,1 +1,2 @@
-"""The command line's commands: what `check`, `merge` and `init` do with the stages."""
+"""The command line's commands, one module each (check, merge, init, action, comment), each
+the handler cli.py's table names."""
