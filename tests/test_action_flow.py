@@ -473,6 +473,7 @@ exporter = "torchscript"
 '''
 
 
+@pytest.mark.slow
 def test_real_engine_in_a_real_process_keeps_the_token_out_of_every_byte(tmp_path, github):
     import subprocess
     import sys

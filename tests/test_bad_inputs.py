@@ -253,6 +253,7 @@ def _declared_models() -> list[str]:
     return [model["name"] for model in config["model"]]
 
 
+@pytest.mark.slow
 def test_the_run_fails_cleanly_and_the_good_model_still_passes(bad_run: BadRun) -> None:
     assert bad_run.done.code == 1, bad_run.done.stderr
     assert "Traceback" not in bad_run.done.stderr
@@ -263,6 +264,7 @@ def test_the_run_fails_cleanly_and_the_good_model_still_passes(bad_run: BadRun) 
     assert {c["batch_size"] for c in good["comparisons"]} == {1, 3}
 
 
+@pytest.mark.slow
 def test_every_declared_model_is_in_every_output(bad_run: BadRun) -> None:
     names = _declared_models()
     out = bad_run.done.out
@@ -363,6 +365,7 @@ def _model_params() -> list[object]:
             for name, case in MODEL_CASES.items()]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("name", "case"), _model_params())
 def test_bad_model_or_sample_gets_a_finding_saying_what_where_and_fix(
         bad_run: BadRun, name: str, case: ModelCase) -> None:
@@ -384,11 +387,13 @@ def test_bad_model_or_sample_gets_a_finding_saying_what_where_and_fix(
         assert text in finding["details"]["source"]  # the comment shows the offending line
 
 
+@pytest.mark.slow
 def test_an_inputs_table_is_matched_to_forward_by_name_not_by_order(bad_run: BadRun) -> None:
     model = bad_run.models["inputs-reordered"]  # inputs = { scale = ..., x = ... }
     assert model["passed"], [(f["code"], f["message"]) for f in model["findings"]]
 
 
+@pytest.mark.slow
 def test_no_pickle_payload_ever_ran(bad_run: BadRun, tmp_path: Path) -> None:
     import numpy as np
     import torch
@@ -406,6 +411,7 @@ def test_no_pickle_payload_ever_ran(bad_run: BadRun, tmp_path: Path) -> None:
     assert objects.dtype == object
 
 
+@pytest.mark.slow
 def test_nan_and_inf_in_samples_are_a_note_and_the_model_is_still_compared(
         bad_run: BadRun) -> None:
     model = bad_run.models["sample-nan-inf"]
@@ -415,6 +421,7 @@ def test_nan_and_inf_in_samples_are_a_note_and_the_model_is_still_compared(
     assert model["passed"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["out-nested-tuple", "out-dict", "out-list", "out-with-none",
                                   "out-mixed"])
 def test_structured_outputs_pass_leaf_by_leaf(bad_run: BadRun, name: str) -> None:

@@ -17,6 +17,9 @@ import pytest
 
 from fixture_repo.harness import CliRun, copy_repo, run_cli, write_samples
 
+# The module's repository runs the base branch and the head through the command line.
+pytestmark = pytest.mark.slow
+
 BASE = """\
 batch-sizes = [1, 2]
 

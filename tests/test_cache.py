@@ -28,6 +28,8 @@ MODELS = ("alpha", "good", "drifting")
 # Runs main() in a fresh interpreter and says whether torch was imported by the end.
 TORCH_PROBE = ("-c", "import sys\nfrom onnx_parity.cli import main\ncode = main(sys.argv[1:])\n"
                "print('torch imported:', 'torch' in sys.modules)\nsys.exit(code)\n")
+# Each test runs the cache's repository through the command line, with workers, more than once.
+pytestmark = pytest.mark.slow
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ EXPECTED_FAILED = "small-cnn-frozen,branchy,spectrum-torchscript,spectral-head"
 # (e.g. a branch's build beside the one CI made) on a machine whose podman storage is shared.
 IMAGE = os.environ.get("ONNX_PARITY_IMAGE", "localhost/onnx-parity:ci")
 
-pytestmark = pytest.mark.container
+pytestmark = [pytest.mark.container, pytest.mark.slow]
 
 
 @pytest.fixture(scope="module")

@@ -11,6 +11,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+import pytest
+
 from fixture_repo.harness import copy_repo, run_cli, write_samples
 from onnx_parity.pipeline.preimports import installed_imports
 from onnx_parity.pipeline.threads import cores, thread_budget
@@ -50,6 +52,7 @@ def test_imports_are_read_not_run_and_only_installed_packages_are_kept(tmp_path:
     assert "models.warm_probe" not in sys.modules  # nothing of the repository was imported
 
 
+@pytest.mark.slow
 def test_workers_get_their_share_of_the_cores_and_start_warm(tmp_path: Path) -> None:
     repo = copy_repo(tmp_path / "repo")
     write_samples(repo)

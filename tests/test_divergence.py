@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from fixture_repo.harness import line_of
 from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
 from onnx_parity.verification.onnx_values import Graph, GraphNode, module_and_op, scope_module
@@ -24,6 +26,7 @@ def parity(result):
     return found[0]
 
 
+@pytest.mark.slow
 def test_fft_drift_is_localised_to_the_rfft_line_not_the_linear_after_it(check_model):
     result = check_model(config("spectral", "SpectralHead", '{ x = "samples/series.npy" }',
                                 "atol = 5e-7\nrtol = 0.0\n"))

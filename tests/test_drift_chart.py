@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
+import pytest
 from PIL import Image
 
 from mermaid_browser import mermaid_blocks, render
@@ -24,6 +25,7 @@ EXPECTED = Path(__file__).parent / "expected"
 BAR_FILL = (236, 236, 255)  # mermaid's default theme: #ECECFF
 
 
+@pytest.mark.slow
 def test_the_example_comment_draws_the_drift_of_spectral_head_in_a_browser(
         tmp_path: Path) -> None:
     comment = (EXPECTED / "seed-failures.full.md").read_text(encoding="utf-8")

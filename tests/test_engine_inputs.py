@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 import torch
 
 TWO_INPUTS = """batch-sizes = [1, 3]
@@ -54,6 +55,7 @@ def test_nested_outputs_with_none_are_flattened_in_exporter_order(check_model):
         "double", "rest.0", "rest.2.0"]
 
 
+@pytest.mark.slow
 def test_ascii_console_does_not_break_the_exporter(tmp_path):
     example = Path(__file__).resolve().parent.parent / "examples" / "seed-failures"
     env = {**os.environ, "PYTHONIOENCODING": "ascii"}

@@ -88,6 +88,7 @@ def config_of(repo: Path, name: str = "onnx-parity.toml") -> dict:
     return tomllib.loads((repo / name).read_text(encoding="utf-8"))
 
 
+@pytest.mark.slow
 def test_one_command_takes_a_repository_with_no_configuration_to_a_passing_check(
         tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
@@ -119,6 +120,7 @@ def test_one_command_takes_a_repository_with_no_configuration_to_a_passing_check
     assert check.returncode == 0, check.stderr
 
 
+@pytest.mark.slow
 def test_real_samples_from_a_function_and_integer_inputs_bound_by_name(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", TEXT, module="text")
     done = init(repo, "--factory", "models.text:build", "--samples", "models.text:real_batch",
@@ -136,6 +138,7 @@ def test_real_samples_from_a_function_and_integer_inputs_bound_by_name(tmp_path:
     assert done.models()["encoder"]["passed"] is True
 
 
+@pytest.mark.slow
 def test_random_integer_inputs_stay_inside_their_range(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo", TEXT, module="text")
     done = init(repo, "--factory", "models.text:build", "--input", "input_ids=4x6:int64:0-100",
@@ -148,6 +151,7 @@ def test_random_integer_inputs_stay_inside_their_range(tmp_path: Path) -> None:
     assert ids.max() < 100
 
 
+@pytest.mark.slow
 def test_existing_entries_and_comments_are_kept_byte_for_byte(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     assert init(repo, "--factory", "models.net:build", "--input", "x=1x3x8x8",
@@ -168,6 +172,7 @@ def test_existing_entries_and_comments_are_kept_byte_for_byte(tmp_path: Path) ->
     assert done.models()["cnn"]["passed"] is True
 
 
+@pytest.mark.slow
 def test_an_existing_model_name_or_sample_file_is_refused_without_force(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     first = init(repo, "--factory", "models.net:build", "--input", "x=1x3x8x8")
@@ -189,6 +194,7 @@ def test_an_existing_model_name_or_sample_file_is_refused_without_force(tmp_path
     assert (repo / "samples" / "net" / "x.npy").read_bytes() == samples
 
 
+@pytest.mark.slow
 def test_force_replaces_the_entry_and_its_samples_and_keeps_the_rest(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     assert init(repo, "--factory", "models.net:build", "--input", "x=1x3x8x8").code == 0
@@ -260,6 +266,7 @@ def test_malformed_options_are_exit_2_before_any_worker(tmp_path: Path, args: li
     assert done.stdout == ""  # refused before "building ... in a worker"
 
 
+@pytest.mark.slow
 def test_pyproject_with_a_tool_table_gets_the_entry(tmp_path: Path) -> None:
     repo = make_repo(tmp_path / "repo")
     pyproject = '[project]\nname = "models"\n\n[tool.onnx-parity]\nbatch-sizes = [1, 2]\n'

@@ -38,6 +38,8 @@ INPUT_TOKEN = "ghp_onnxParityInputToken_0d2e4f6a8c"
 CANARY = "onnx-parity-visible-canary-4242"
 SECRETS_ENV = {"GITHUB_TOKEN": TOKEN, "INPUT_GITHUB-TOKEN": INPUT_TOKEN,
                "ONNX_PARITY_TEST_CANARY": CANARY}
+# The module's fixture runs the faults three times, each waiting out a hang's timeout.
+pytestmark = pytest.mark.slow
 
 
 @dataclass(frozen=True)

@@ -114,6 +114,7 @@ def merge(root: Path, *reports: Path, out: str = "merged") -> CliRun:
     return run_cli("merge", *map(str, reports), cwd=root, out=root / out)
 
 
+@pytest.mark.slow
 def test_the_merged_report_is_the_single_runs_apart_from_the_footer(shards) -> None:
     root, single = shards
     reports = [root / f"shard-{k}" / "report.json" for k in (1, 2)]
@@ -141,6 +142,7 @@ def untimed(model: dict) -> dict:
             "attempts": attempts}
 
 
+@pytest.mark.slow
 def test_a_missing_doubled_or_foreign_shard_is_exit_2_naming_it(shards) -> None:
     root, single = shards
     one, two = (root / f"shard-{k}" / "report.json" for k in (1, 2))
@@ -189,6 +191,7 @@ def hundred_models(repo: Path) -> str:
     return "configs/hundred.toml"
 
 
+@pytest.mark.slow
 def test_a_hundred_models_over_four_shards_make_one_comment_in_one_body(tmp_path: Path) -> None:
     workspace = tmp_path / "workspace"
     repo = copy_repo(workspace)

@@ -118,6 +118,7 @@ def test_torchaudio_without_a_release_for_this_torch_says_so(tmp_path) -> None:
             "torch 2.11): remove it.") in message
 
 
+@pytest.mark.slow
 def test_a_cuda_torchvision_that_got_in_is_a_load_error_naming_the_package_and_the_fix(
         tmp_path: Path, cuda_torchvision: Path) -> None:
     import numpy as np

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import inspect
 
+import pytest
 
+
+@pytest.mark.slow
 def test_tiny_gpt2_with_ids_and_mask_passes_at_every_shape(check_model):
     config = ('batch-sizes = [1, 3]\n[[model]]\nname = "gpt2"\nfactory = "models.language:tiny_gpt2"\n'
               'inputs = { input_ids = "samples/ids.npy", attention_mask = "samples/mask.npy" }\n'

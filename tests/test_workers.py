@@ -72,6 +72,7 @@ def run(pool: WorkerPool, jobs: list[Job]) -> tuple[list[JobOutcome], Events]:
     return pool.run(jobs, events), events
 
 
+@pytest.mark.slow
 def test_segfault_is_a_crash_naming_the_signal_with_what_was_printed_before(
     pools: dict[int, WorkerPool],
 ) -> None:
@@ -94,6 +95,7 @@ def test_abort_is_a_crash(pools: dict[int, WorkerPool]) -> None:
     assert "about to abort" in outcome.failure.log_tail
 
 
+@pytest.mark.slow
 def test_hang_times_out_with_its_stack_in_the_log_and_the_others_finish(
     pools: dict[int, WorkerPool],
 ) -> None:
@@ -197,6 +199,7 @@ def test_outcomes_keep_the_order_of_the_jobs_not_of_finishing(pools: dict[int, W
     assert outcomes[1].result["value"] == "f"
 
 
+@pytest.mark.slow
 def test_timeout_counts_from_the_models_own_start(pools: dict[int, WorkerPool]) -> None:
     # jobs=1: "late" waits ~3 s for "first", then still gets its full 3 s.
     jobs = [
@@ -225,6 +228,7 @@ def test_exceptions_missing_results_and_bad_keys(pools: dict[int, WorkerPool]) -
         pools[2].run([make_job("../escape", "echo")], Events())
 
 
+@pytest.mark.slow
 def test_a_dead_zygote_fails_every_unfinished_job_and_stops_their_workers(tmp_path: Path) -> None:
     jobs = [make_job("killer", "kill_zygote", after=1.0), make_job("sleeper", "sleep", seconds=30)]
     jobs.append(make_job("queued", "echo"))
