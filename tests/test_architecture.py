@@ -7,6 +7,9 @@ taken anywhere fails here with the module, the line and the rule it breaks (ARCH
 from __future__ import annotations
 
 import ast
+import importlib
+import subprocess
+import sys
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +66,10 @@ def imports_of(name: str, path: Path) -> list[Import]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found += [Import(name, alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module == "onnx_parity":
+            # `from onnx_parity import pipeline`: the stage itself, by its front door
+            found += [Import(name, f"onnx_parity.{alias.name}", node.lineno)
+                      for alias in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append(Import(name, node.module, node.lineno))
     return [item for item in found if item.target.split(".")[0] == "onnx_parity"]
@@ -105,6 +112,53 @@ def test_no_stage_imports_the_command_line_or_github_code() -> None:
              if layer_of(item.module) not in ("publishing", "commands", "cli", "__main__")
              and item.target.startswith(PUBLISHING_ONLY)]
     assert not wrong, "\n".join(wrong)
+
+
+STAGES = sorted(layer for layer, rank in LAYERS.items()
+                if layer not in VOCABULARY and rank < LAYERS["commands"])
+COMMAND_LINE = {"commands", "cli", "__main__"}
+
+
+def _stage_of(dotted: str) -> str:
+    layer = layer_of(dotted)
+    return "command line" if layer in COMMAND_LINE else layer
+
+
+def test_imports_between_stages_go_through_front_doors() -> None:
+    """Another stage is imported as `from onnx_parity.<stage> import name`, never a module."""
+    wrong = [f"{item.module}:{item.line} imports {item.target}: import the names from "
+             f"onnx_parity.{layer_of(item.target)} (its __init__.pyi)"
+             for item in ALL_IMPORTS
+             if layer_of(item.target) in STAGES
+             and _stage_of(item.target) != _stage_of(item.module)
+             and item.target != f"onnx_parity.{layer_of(item.target)}"]
+    assert not wrong, "\n".join(wrong)
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_every_stage_has_a_front_door_whose_names_resolve(stage: str) -> None:
+    stub = PACKAGE / stage / "__init__.pyi"
+    assert stub.is_file(), f"{stage}/ has no __init__.pyi naming its public API"
+    tree = ast.parse(stub.read_text(encoding="utf-8"))
+    homes = {alias.name: f"onnx_parity.{stage}.{node.module}" for node in tree.body
+             if isinstance(node, ast.ImportFrom) for alias in node.names}
+    exported = ast.literal_eval(next(
+        node.value for node in tree.body
+        if isinstance(node, ast.Assign) and getattr(node.targets[0], "id", None) == "__all__"))
+    package = importlib.import_module(f"onnx_parity.{stage}")
+    assert sorted(exported) == sorted(homes) == package.__all__
+    for name, home in homes.items():
+        assert getattr(package, name) is getattr(importlib.import_module(home), name), name
+
+
+def test_importing_every_front_door_imports_no_torch_and_no_numpy() -> None:
+    probe = ("import sys\n"
+             + "".join(f"import onnx_parity.{stage}\n" for stage in STAGES)
+             + "print(sorted(name for name in ('torch', 'numpy', 'onnx', 'onnxruntime') "
+               "if name in sys.modules))\n")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                          check=True, timeout=60)
+    assert done.stdout.strip() == "[]"
 
 
 def test_no_module_is_longer_than_350_lines() -> None:

@@ -23,7 +23,7 @@ from onnx_parity.commands.parsers import build_parser
 from onnx_parity.errors import ExitCode, exit_code_for
 
 if TYPE_CHECKING:
-    from onnx_parity.publishing.github.http import GitHubClient
+    from onnx_parity.publishing import GitHubClient
 
 # Every command the parser knows (commands/parsers.py), by name.
 COMMANDS: dict[str, Handler] = {
@@ -36,7 +36,7 @@ COMMANDS: dict[str, Handler] = {
 
 
 def _client_factory(api_url: str, token: str) -> GitHubClient:
-    from onnx_parity.publishing.github.http import GitHubClient
+    from onnx_parity.publishing import GitHubClient
 
     return GitHubClient(api_url, token)
 

@@ -28,9 +28,7 @@ from typing import TYPE_CHECKING
 from onnx_parity.commands.context import Context
 
 if TYPE_CHECKING:  # the GitHub modules load only when the command runs: --help stays fast
-    from onnx_parity.publishing.github.action import Check, Merge
-    from onnx_parity.publishing.github.commands import Writer
-    from onnx_parity.publishing.github.session import ClientFactory, Session
+    from onnx_parity.publishing import Check, ClientFactory, Merge, Session, Writer
 
 
 def action_command(_args: argparse.Namespace, context: Context) -> int:
@@ -46,15 +44,14 @@ def action_command(_args: argparse.Namespace, context: Context) -> int:
 def run_action(environ: Mapping[str, str], *, check: Check, client_factory: ClientFactory,
                stdout: Writer, stderr: Writer, merge: Merge | None = None) -> int:
     """The whole action step; returns the exit code."""
-    from onnx_parity.publishing.github.session import guarded
+    from onnx_parity.publishing import guarded
 
     return guarded(environ, client_factory, stdout, stderr,
                    lambda session: _action(session, check, merge))
 
 
 def _action(session: Session, check: Check, merge: Merge | None) -> int:
-    from onnx_parity.publishing.github.action import publish_report_file
-    from onnx_parity.publishing.github.preflight import inside
+    from onnx_parity.publishing import inside, publish_report_file
 
     if session.inputs.merge_reports:
         return _merge_mode(session, merge)
@@ -66,8 +63,7 @@ def _action(session: Session, check: Check, merge: Merge | None) -> int:
 
 
 def _merge_mode(session: Session, merge: Merge | None) -> int:
-    from onnx_parity.publishing.github.action import publish_outcome, run_merge
-    from onnx_parity.publishing.github.inputs import InputError
+    from onnx_parity.publishing import InputError, publish_outcome, run_merge
 
     if merge is None:  # a caller that cannot merge must not run the check instead
         raise InputError('input "merge-reports" is set, but this entry point cannot merge '
@@ -76,11 +72,12 @@ def _merge_mode(session: Session, merge: Merge | None) -> int:
 
 
 def _check_mode(session: Session, check: Check) -> int:
-    from onnx_parity.publishing.github.action import publish_outcome, run_check
-    from onnx_parity.publishing.github.preflight import (
+    from onnx_parity.publishing import (
         inside,
         install_requirements,
+        publish_outcome,
         refuse_fork_code,
+        run_check,
     )
 
     refuse_fork_code(session)
@@ -93,8 +90,7 @@ def _check_mode(session: Session, check: Check) -> int:
 
 def _working_directory(session: Session) -> Path:
     """`working-directory` inside the workspace, and a folder of the checkout."""
-    from onnx_parity.publishing.github.inputs import InputError
-    from onnx_parity.publishing.github.preflight import inside
+    from onnx_parity.publishing import InputError, inside
 
     workdir = inside(session.event.workspace, session.inputs.working_directory,
                      "working-directory")

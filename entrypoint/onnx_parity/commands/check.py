@@ -6,8 +6,9 @@ shard's, through the workers or the cache), the run described and set beside the
 the report rendered and written, the verdict printed. It raises ConfigError/UsageError for
 bad input before any model runs; the exit code follows `--fail-on` (`gate_code`).
 
-The real imports stay inside the functions: `--help` must not load them, and a fully cached
-run must never import torch.
+The stages are used through their front doors (`pipeline.run_models`), which load a name's
+module on first use: importing this module loads no stage, so `--help` stays instant, and a
+fully cached run never imports torch.
 """
 
 from __future__ import annotations
@@ -21,19 +22,23 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 
+from onnx_parity import pipeline, publishing, report
+from onnx_parity import settings as configuration
 from onnx_parity.commands.context import Context
 from onnx_parity.commands.usage import UsageError
 from onnx_parity.errors import ExitCode
+from onnx_parity.locations import source_line
+from onnx_parity.results import Provenance
 
 if TYPE_CHECKING:
-    from onnx_parity.pipeline.cache.entries import ModelCache
-    from onnx_parity.publishing.files import WrittenReport
-    from onnx_parity.publishing.github.action import CheckOutcome, CheckRequest
-    from onnx_parity.results import Provenance, RunResult, Shard
-    from onnx_parity.settings.schema import ModelSpec, Settings
+    from onnx_parity.pipeline import ModelCache
+    from onnx_parity.publishing import CheckOutcome, CheckRequest, WrittenReport
+    from onnx_parity.results import RunResult, Shard
+    from onnx_parity.settings import ModelSpec, Settings
 
 
 @dataclass(frozen=True)
@@ -90,11 +95,9 @@ def check_command(args: argparse.Namespace, context: Context) -> int:
 def perform_check(target: CheckTarget, stream: TextIO, environ: Mapping[str, str] | None = None,
                   options: CheckOptions = CheckOptions()) -> CheckRun:
     """Settings -> engine -> report -> files; raises ConfigError/UsageError for bad input."""
-    from onnx_parity.publishing.files import prepare_output
-
     validate(target)
     plan = planned(target, options)
-    prepare_output(target.out)
+    publishing.prepare_output(target.out)
     environment = dict(environ or os.environ)
     workdir = Path(tempfile.mkdtemp(prefix="onnx-parity-"))
     try:  # the exported models wait in `workdir` until write_outputs moves them to --out
@@ -116,53 +119,43 @@ def validate(target: CheckTarget) -> None:
 
 def planned(target: CheckTarget, options: CheckOptions) -> CheckPlan:
     """The shard parsed, the settings loaded, the models selected and the baseline read."""
-    from onnx_parity.pipeline.shards import parse_shard
-    from onnx_parity.publishing.files import read_report
-    from onnx_parity.settings.loading import load_settings
-
-    shard = parse_shard(options.shard, "--shard") if options.shard else None
-    settings = load_settings(target.repo.resolve(), target.config)
+    shard = pipeline.parse_shard(options.shard, "--shard") if options.shard else None
+    settings = configuration.load_settings(target.repo.resolve(), target.config)
     specs = selected(settings.models, target.models, settings.relative(settings.config_path))
     # Before any model runs: a baseline that cannot be read would make the run worthless.
-    base = read_report(options.baseline, "--baseline") if options.baseline else None
+    base = publishing.read_report(options.baseline, "--baseline") if options.baseline else None
     return CheckPlan(target, options, settings, specs, shard, base)
 
 
 def run_selected(plan: CheckPlan, workdir: Path, environ: dict[str, str],
                  stream: TextIO) -> RunResult:
     """This shard's models through the workers (or the cache), shown on the console."""
-    from onnx_parity.pipeline.all_models import Workers, run_models
-    from onnx_parity.publishing.console import open_console
-
     cache = _cache(plan.options, environ, stream)
     chosen, digest = _shard_of(plan.specs, plan.shard, cache)
     settings = plan.settings
-    view = open_console(stream, environ, [spec.name for spec in chosen],
+    view = publishing.open_console(stream, environ, [spec.name for spec in chosen],
                         settings.relative(settings.config_path))
     with view:
-        run = run_models(settings, chosen, Workers(workdir, plan.target.jobs, environ),
-                         view.event, view.model_done, cache)
+        run = pipeline.run_models(settings, chosen,
+                                  pipeline.Workers(workdir, plan.target.jobs, environ),
+                                  view.event, view.model_done, cache)
     return described(run, plan, digest)
 
 
 def _cache(options: CheckOptions, environ: dict[str, str], stream: TextIO) -> ModelCache | None:
-    from onnx_parity.pipeline.cache.entries import ModelCache, ResultCodec
-    from onnx_parity.report.serialization import model_from_json, model_to_json
-
     if options.cache is None:
         return None
 
     def notify(line: str) -> None:
         stream.write(line + "\n")
 
-    return ModelCache(options.cache, ResultCodec(model_to_json, model_from_json),
-                      provenance(environ), notify, read=options.read_cache)
+    codec = pipeline.ResultCodec(report.model_to_json, report.model_from_json)
+    return pipeline.ModelCache(options.cache, codec, provenance(environ), notify,
+                               read=options.read_cache)
 
 
 def provenance(environ: dict[str, str]) -> Provenance:
     """This run, as a later run that reuses its results will name it."""
-    from onnx_parity.results import Provenance
-
     created = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     return Provenance(created, environ.get("GITHUB_SHA") or None,
                       environ.get("GITHUB_RUN_ID") or None)
@@ -170,56 +163,42 @@ def provenance(environ: dict[str, str]) -> Provenance:
 
 def _shard_of(specs: tuple[ModelSpec, ...], shard: Shard | None,
               cache: ModelCache | None) -> tuple[tuple[ModelSpec, ...], str | None]:
-    from onnx_parity.pipeline.shards import plan_digest, shard_models
-
     if shard is None:
         return specs, None
     durations = cache.durations() if cache is not None else {}
-    return shard_models(specs, shard, durations), plan_digest(specs, durations)
+    return (pipeline.shard_models(specs, shard, durations),
+            pipeline.plan_digest(specs, durations))
 
 
 def described(run: RunResult, plan: CheckPlan, digest: str | None) -> RunResult:
     """The run as its report names it: the shard, every configured model, the configuration's
     fingerprint and the shard plan (`digest`)."""
-    from onnx_parity.pipeline.cache.fingerprint import configuration_sha256
-
     specs = plan.specs
     return dataclasses.replace(run, shard=plan.shard,
                                configured_models=tuple(spec.name for spec in specs),
-                               configuration_sha256=configuration_sha256(specs,
-                                                                         plan.settings.repo),
+                               configuration_sha256=pipeline.configuration_sha256(
+                                   specs, plan.settings.repo),
                                shard_plan=digest)
 
 
 def compared(run: RunResult, plan: CheckPlan) -> RunResult:
     """The run beside the --baseline report, when there is one."""
-    from onnx_parity.pipeline.baseline import compare_with_baseline
-
-    return run if plan.base is None else compare_with_baseline(run, plan.base, plan.specs)
+    return run if plan.base is None else pipeline.compare_with_baseline(run, plan.base, plan.specs)
 
 
 def write_report(run: RunResult, plan: CheckPlan) -> WrittenReport:
     """report.md rendered; every file of the output folder written."""
-    from onnx_parity.publishing.files import write_outputs
-    from onnx_parity.report.markdown import render_markdown
-    from onnx_parity.settings.source_root import source_root as enclosing_checkout
-
-    markdown = render_markdown(run, footer=footer(run.versions))
+    markdown = report.render_markdown(run, footer=footer(run.versions))
     repo, within = plan.target.repo, plan.options.source_root
-    prefix = enclosing_checkout(repo) if within is None else within
-    return write_outputs(run, markdown, plan.target.out, prefix)
+    prefix = configuration.source_root(repo) if within is None else within
+    return publishing.write_outputs(run, markdown, plan.target.out, prefix)
 
 
 def print_verdict(stream: TextIO, run: RunResult, written: WrittenReport, repo: Path) -> None:
     """The verdict table, where each localised mismatch starts (its line read from `repo`), and
     the report's path."""
-    from functools import partial
-
-    from onnx_parity.locations import source_line
-    from onnx_parity.report.console_text import divergence_lines, verdict_table
-
-    stream.write("\n" + verdict_table(run))
-    stream.write(divergence_lines(run, partial(source_line, repo)))
+    stream.write("\n" + report.verdict_table(run))
+    stream.write(report.divergence_lines(run, partial(source_line, repo)))
     stream.write(f"report: {written.report_markdown}\n")
 
 
@@ -242,9 +221,8 @@ def footer(versions: dict[str, str]) -> str:
 
 def gate_code(run: RunResult, fail_on: str) -> int:
     """`--fail-on` applied to the run: 0 when the gate passes, else 1."""
-    from onnx_parity.report.gate import FailOn, gate_passed
-
-    return ExitCode.PASSED if gate_passed(run, FailOn(fail_on)) else ExitCode.FAILED
+    passed = report.gate_passed(run, report.FailOn(fail_on))
+    return ExitCode.PASSED if passed else ExitCode.FAILED
 
 
 def check_for_action(request: CheckRequest) -> CheckOutcome:
@@ -258,9 +236,7 @@ def check_for_action(request: CheckRequest) -> CheckOutcome:
 
 def outcome_of(done: CheckRun) -> CheckOutcome:
     """A check or merge as the action publishes it."""
-    from onnx_parity.publishing.github.action import CheckOutcome
-
-    return CheckOutcome(run=done.run, config_path=done.config_path,
+    return publishing.CheckOutcome(run=done.run, config_path=done.config_path,
                         report_json=done.written.report_json,
                         report_markdown=done.written.report_markdown,
                         report_sarif=done.written.report_sarif,

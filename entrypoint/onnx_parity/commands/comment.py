@@ -18,8 +18,7 @@ from typing import TYPE_CHECKING
 from onnx_parity.commands.context import Context
 
 if TYPE_CHECKING:  # the GitHub modules load only when the command runs: --help stays fast
-    from onnx_parity.publishing.github.commands import Writer
-    from onnx_parity.publishing.github.session import ClientFactory
+    from onnx_parity.publishing import ClientFactory, Writer
 
 
 def comment_command(args: argparse.Namespace, context: Context) -> int:
@@ -32,8 +31,7 @@ def run_comment_command(report: Path, environ: Mapping[str, str],
                         client_factory: ClientFactory, stdout: Writer,
                         stderr: Writer | None = None) -> int:
     """Publish `report` as the PR comment; returns the exit code (0, 1 per fail-on, or 2)."""
-    from onnx_parity.publishing.github.action import publish_report_file
-    from onnx_parity.publishing.github.session import guarded
+    from onnx_parity.publishing import guarded, publish_report_file
 
     return guarded(environ, client_factory, stdout, stderr or stdout,
                    lambda session: publish_report_file(session, report))

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, TextIO
 
 if TYPE_CHECKING:  # the GitHub client is imported only by the commands that post
-    from onnx_parity.publishing.github.session import ClientFactory
+    from onnx_parity.publishing import ClientFactory
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from onnx_parity.errors import ExitCode
 if TYPE_CHECKING:  # numpy, tomlkit and the worker pool load only when init runs
     import numpy as np
 
-    from onnx_parity.models.probe import ProbeResult
-    from onnx_parity.publishing.init_files import ConfigTarget
-    from onnx_parity.settings.init_request import NewModel
+    from onnx_parity.models import ProbeResult
+    from onnx_parity.publishing import ConfigTarget
+    from onnx_parity.settings import NewModel
 
 RANDOM_WARNING = (
     "warning: the samples of \"{name}\" are seeded random data (numpy, seed 0). Random inputs "
@@ -50,7 +50,7 @@ class InitPlan:
 
 
 def init_command(args: argparse.Namespace, context: Context) -> int:
-    from onnx_parity.settings.init_request import new_model, weights_option
+    from onnx_parity.settings import new_model, weights_option
 
     if not args.repo.is_dir():
         raise UsageError(f"--repo {args.repo}: no such folder. Fix: pass the repository root.")
@@ -68,7 +68,7 @@ def init_command(args: argparse.Namespace, context: Context) -> int:
 
 def run_init(plan: InitPlan, context: Context, check: CheckOne) -> int:
     """Probe, write, warn, check: the command's steps in order; returns the check's exit code."""
-    from onnx_parity.publishing.init_files import config_target, existing_models, refuse_overwrites
+    from onnx_parity.publishing import config_target, existing_models, refuse_overwrites
 
     target = config_target(plan.repo, plan.config)
     names = existing_models(plan.repo, target)
@@ -86,7 +86,7 @@ def run_init(plan: InitPlan, context: Context, check: CheckOne) -> int:
 
 def _probed_files(plan: InitPlan, target: ConfigTarget, context: Context) -> dict[Path, np.ndarray]:
     """The model built in a worker, then its samples and entry written; the files written."""
-    from onnx_parity.publishing.init_files import refuse_overwrites, write_entry
+    from onnx_parity.publishing import refuse_overwrites, write_entry
 
     probed = _probe(plan, context)
     files = {plan.repo / plan.model.sample_file(name): array
@@ -104,8 +104,8 @@ def _probed_files(plan: InitPlan, target: ConfigTarget, context: Context) -> dic
 
 
 def _probe(plan: InitPlan, context: Context) -> ProbeResult:
-    from onnx_parity.pipeline.new_model import probe_in_worker
-    from onnx_parity.settings.init_request import InitError
+    from onnx_parity.pipeline import probe_in_worker
+    from onnx_parity.settings import InitError
 
     context.stdout.write(f'onnx-parity init: building "{plan.model.factory}" in a worker\n')
     context.stdout.flush()
@@ -116,7 +116,7 @@ def _probe(plan: InitPlan, context: Context) -> ProbeResult:
 
 
 def _entry(model: NewModel, header: str, names: tuple[str, ...]) -> str:
-    from onnx_parity.settings.config_entry import model_entry
+    from onnx_parity.settings import model_entry
 
     if model.samples_function is None:
         comment = ("Added by `onnx-parity init`. The samples are seeded random data: replace "

@@ -12,7 +12,7 @@ from onnx_parity.commands.check import CheckRun, footer, gate_code, outcome_of
 from onnx_parity.commands.context import Context
 
 if TYPE_CHECKING:
-    from onnx_parity.publishing.github.action import CheckOutcome, MergeRequest
+    from onnx_parity.publishing import CheckOutcome, MergeRequest
 
 
 def merge_command(args: argparse.Namespace, context: Context) -> int:
@@ -22,10 +22,8 @@ def merge_command(args: argparse.Namespace, context: Context) -> int:
 def perform_merge(reports: Sequence[Path], out: Path, stream: TextIO,
                   source_root: str = "") -> CheckRun:
     """Shard reports -> one report.json and report.md; raises MergeError (exit 2)."""
-    from onnx_parity.publishing.files import prepare_output, read_report, write_report
-    from onnx_parity.report.console_text import verdict_table
-    from onnx_parity.report.markdown import render_markdown
-    from onnx_parity.report.merging import merge_runs
+    from onnx_parity.publishing import prepare_output, read_report, write_report
+    from onnx_parity.report import merge_runs, render_markdown, verdict_table
 
     runs = [(path.as_posix(), read_report(path, "shard report")) for path in reports]
     run = merge_runs(runs)

@@ -7,9 +7,8 @@ from pathlib import Path
 from typing import Any
 
 from onnx_parity.locations import NOWHERE, Location, error_location
-from onnx_parity.models.binding import BoundInputs
-from onnx_parity.models.reference import ReferenceFailure, as_call, batch_arrays, run_reference
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.models import BoundInputs, ReferenceFailure, as_call, batch_arrays, run_reference
+from onnx_parity.settings import ModelSpec
 
 # torch.export specialises size-1 dimensions: a dynamic batch must be exported from >= 2.
 DYNAMIC_EXPORT_BATCH = 2

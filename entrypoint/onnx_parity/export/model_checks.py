@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from onnx_parity.export.inspection import ModelFacts
 from onnx_parity.findings import Finding
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 
 
 def model_findings(facts: ModelFacts, spec: ModelSpec) -> list[Finding]:

@@ -25,11 +25,17 @@ from onnx_parity.export.review import (
     warning_findings,
 )
 from onnx_parity.findings import Finding
-from onnx_parity.models.binding import BoundInputs
-from onnx_parity.models.reference import ReferenceFailure, as_call, batch_arrays, run_reference
-from onnx_parity.models.shapes import dimensions, widened_for_export
+from onnx_parity.models import (
+    BoundInputs,
+    ReferenceFailure,
+    as_call,
+    batch_arrays,
+    dimensions,
+    run_reference,
+    widened_for_export,
+)
 from onnx_parity.results import ExportAttempt
-from onnx_parity.settings.schema import EXPORTERS, ModelSpec
+from onnx_parity.settings import EXPORTERS, ModelSpec
 
 
 @dataclass(frozen=True)

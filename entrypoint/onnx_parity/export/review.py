@@ -17,7 +17,7 @@ from onnx_parity.export.exporters import Exported
 from onnx_parity.export.failures import ExportFailure
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.locations import innermost_user_frame, repo_relative, scrub_paths
-from onnx_parity.settings.schema import AllowWarning
+from onnx_parity.settings import AllowWarning
 
 BRANCH_PHRASE = "Converting a tensor to a Python boolean"
 TRACER_CATEGORY = "TracerWarning"

@@ -1,1 +1,7 @@
 """Stage 2: what the configuration names, made real: the model factory and its sample tensors."""
+
+import lazy_loader
+
+# The names of __init__.pyi, each imported from its module on first use: importing the stage
+# imports nothing else (no torch, no numpy until a name that needs them is used).
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

@@ -19,7 +19,7 @@ import numpy as np
 
 from onnx_parity.findings import Finding
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 NAMED = (*POSITIONAL, inspect.Parameter.KEYWORD_ONLY)

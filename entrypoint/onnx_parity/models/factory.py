@@ -18,7 +18,7 @@ from onnx_parity.findings import Finding
 from onnx_parity.locations import error_location, shorten
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.models.torch_builds import mismatch_message
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 
 SEED = 0
 

@@ -17,8 +17,7 @@ import numpy as np
 
 from onnx_parity.models.factory import build_model, import_callable
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.settings.init_request import FLOAT_DTYPES, InputRequest, NewModel
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import FLOAT_DTYPES, InputRequest, ModelSpec, NewModel
 
 # The random samples are the same on every machine and every run.
 SEED = 0

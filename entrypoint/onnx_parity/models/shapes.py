@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnx_parity.models.binding import BoundInputs
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 
 BATCH_AXIS = 0
 

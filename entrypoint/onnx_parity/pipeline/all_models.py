@@ -18,9 +18,9 @@ from onnx_parity import __version__
 from onnx_parity.ansi import strip_ansi
 from onnx_parity.credentials import without_credentials
 from onnx_parity.findings import Finding
-from onnx_parity.isolation.pool import Job, JobOutcome, WorkerFailure
+from onnx_parity.isolation import Job, JobOutcome, WorkerFailure
 from onnx_parity.locations import scrub_paths, source_line
-from onnx_parity.models.torch_builds import installed_version
+from onnx_parity.models import installed_version
 from onnx_parity.pipeline.cache.entries import ModelCache
 from onnx_parity.pipeline.cache.fingerprint import environment, fingerprint_key
 from onnx_parity.pipeline.one_model import ModelJob
@@ -29,7 +29,7 @@ from onnx_parity.pipeline.threads import thread_budget
 from onnx_parity.pipeline.torch_pool import TorchWorkerPool
 from onnx_parity.pipeline.worker_failures import worker_finding
 from onnx_parity.results import ModelResult, RunResult
-from onnx_parity.settings.schema import ModelSpec, Settings
+from onnx_parity.settings import ModelSpec, Settings
 
 JOB_FUNCTION = "onnx_parity.pipeline.one_model:run_model"
 LIBRARIES = ("torch", "onnx", "onnxruntime", "onnxscript", "numpy")

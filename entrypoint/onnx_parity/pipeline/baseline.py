@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from onnx_parity.findings import Severity
 from onnx_parity.results import BaseFigures, Baseline, ModelResult, RunResult
-from onnx_parity.settings.schema import ModelSpec
-from onnx_parity.verification.drift import drift_findings
+from onnx_parity.settings import ModelSpec
+from onnx_parity.verification import drift_findings
 
 
 def compare_with_baseline(run: RunResult, base: RunResult,

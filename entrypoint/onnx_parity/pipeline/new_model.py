@@ -11,12 +11,11 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from onnx_parity.isolation.pool import Job, JobOutcome
-from onnx_parity.models.probe import ProbeResult, probe_model
+from onnx_parity.isolation import Job, JobOutcome
+from onnx_parity.models import ProbeResult, probe_model
 from onnx_parity.pipeline.all_models import worker_environment
 from onnx_parity.pipeline.torch_pool import TorchWorkerPool
-from onnx_parity.settings.init_request import NewModel
-from onnx_parity.settings.schema import DEFAULT_TIMEOUT_SECONDS
+from onnx_parity.settings import DEFAULT_TIMEOUT_SECONDS, NewModel
 
 JOB_FUNCTION = "onnx_parity.pipeline.new_model:probe_job"
 

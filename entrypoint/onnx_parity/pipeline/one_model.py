@@ -18,15 +18,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from onnx_parity.export.inspection import inspect_model
-from onnx_parity.export.model_checks import model_findings
-from onnx_parity.export.outcome import ExportOutcome, export_model
+from onnx_parity.export import ExportOutcome, export_model, inspect_model, model_findings
 from onnx_parity.findings import Finding, Severity
-from onnx_parity.models.binding import BoundInputs, bind_inputs
-from onnx_parity.models.factory import LoadedModel, build_model
-from onnx_parity.models.load_errors import LoadError, load_finding
-from onnx_parity.models.reference import ReferenceFailure
-from onnx_parity.models.samples import SampleSet, load_samples
+from onnx_parity.models import (
+    BoundInputs,
+    LoadedModel,
+    LoadError,
+    ReferenceFailure,
+    SampleSet,
+    bind_inputs,
+    build_model,
+    load_finding,
+    load_samples,
+)
 from onnx_parity.pipeline.cache.reads import record_reads
 from onnx_parity.pipeline.threads import use_torch_threads
 from onnx_parity.results import (
@@ -37,13 +41,19 @@ from onnx_parity.results import (
     StepTiming,
     VariantResult,
 )
-from onnx_parity.settings.schema import ModelSpec
-from onnx_parity.variants.checked import VerifiedModel, check_variants, skipped_variants
-from onnx_parity.verification import frozen, localise
-from onnx_parity.verification.cuts import CutRun
-from onnx_parity.verification.outputs import sample_notes
-from onnx_parity.verification.run_failures import reference_finding
-from onnx_parity.verification.verified import Exported, TorchSide, Verified, verify_model
+from onnx_parity.settings import ModelSpec
+from onnx_parity.variants import VerifiedModel, check_variants, skipped_variants
+from onnx_parity.verification import (
+    CutRun,
+    Exported,
+    TorchSide,
+    Verified,
+    frozen,
+    localise,
+    reference_finding,
+    sample_notes,
+    verify_model,
+)
 
 Progress = Callable[[str], None]
 SKIPPED = ("the fp32 model did not pass, so no variant was built from it: fix its findings "

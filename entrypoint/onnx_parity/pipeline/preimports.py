@@ -18,7 +18,7 @@ from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 
 # A repository whose factories reach more modules than this is read no further.
 MAX_FILES = 200

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from onnx_parity.errors import UserError
 from onnx_parity.results import Shard
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 
 _SHARD = re.compile(r"\s*(\d+)\s*/\s*(\d+)\s*")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from onnx_parity.isolation.pool import Job, JobOutcome, Startup, WorkerPool, WorkerPoolError
+from onnx_parity.isolation import Job, JobOutcome, Startup, WorkerPool, WorkerPoolError
 from onnx_parity.pipeline.warm_up import PRELOAD
 
 __all__ = ["Job", "JobOutcome", "TorchWorkerPool", "WorkerPoolError"]

@@ -9,8 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from onnx_parity.findings import Finding, parse_code
-from onnx_parity.isolation.logs import DUMP_HEADER
-from onnx_parity.isolation.pool import WorkerFailure
+from onnx_parity.isolation import DUMP_HEADER, WorkerFailure
 from onnx_parity.locations import stack_dump_location
 
 # The last lines of a dead worker's log kept as a finding's evidence.

@@ -8,14 +8,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity.errors import UserError
-from onnx_parity.report.junit import render_junit
-from onnx_parity.report.records import divergence_record, parity_record, variant_record
-from onnx_parity.report.sarif import render_sarif
-from onnx_parity.report.serialization import (
+from onnx_parity.report import (
     ReportFormatError,
+    divergence_record,
+    parity_record,
+    render_junit,
+    render_sarif,
     run_from_json,
     run_to_json,
     variant_file,
+    variant_record,
 )
 from onnx_parity.results import ModelResult, RunResult, VariantResult
 

@@ -18,11 +18,15 @@ from typing import Any
 import numpy as np
 import tomlkit
 
-from onnx_parity.settings.config_entry import entry_header
-from onnx_parity.settings.config_file import CONFIG_NAME, PYPROJECT_NAME, PYPROJECT_TABLE
-from onnx_parity.settings.init_request import InitError
-from onnx_parity.settings.loading import load_settings
-from onnx_parity.settings.values import ConfigError
+from onnx_parity.settings import (
+    CONFIG_NAME,
+    PYPROJECT_NAME,
+    PYPROJECT_TABLE,
+    ConfigError,
+    InitError,
+    entry_header,
+    load_settings,
+)
 
 NEW_FILE_HEADER = ("# onnx-parity configuration: the models to export to ONNX and check against "
                    "PyTorch.\n# Every key is described in onnx-parity's README "

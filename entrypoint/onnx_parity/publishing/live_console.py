@@ -22,7 +22,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
-from onnx_parity.report.console_text import atol_text, diff_text, error_codes, verdict_word
+from onnx_parity.report import atol_text, diff_text, error_codes, verdict_word
 from onnx_parity.results import ModelResult
 
 # The pool's last event for a model: a finished job or how its worker failed.

@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from onnx_parity.findings import Severity
 from onnx_parity.results import ModelResult, RunResult
-from onnx_parity.verification.divergence_text import first_sentence
+from onnx_parity.verification import first_sentence
 
 # The stripped text of `file:line` in the checked repository, or None when it cannot be read
 # (locations.source_line, bound to the repository by the command).

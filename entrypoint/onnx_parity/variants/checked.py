@@ -19,19 +19,24 @@ from pathlib import Path
 import numpy as np
 
 from onnx_parity.findings import Finding
-from onnx_parity.models.binding import BoundInputs
-from onnx_parity.models.reference import batch_arrays
-from onnx_parity.models.shapes import input_shapes
+from onnx_parity.models import BoundInputs, batch_arrays, input_shapes
 from onnx_parity.results import VariantComparison, VariantResult
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 from onnx_parity.variants.activations import FloatModel
 from onnx_parity.variants.build import Feed, VariantFailure, build_variant
 from onnx_parity.variants.figures import compare_variant
 from onnx_parity.variants.review import degraded, misses, overflow, variant_error
-from onnx_parity.verification.compare import nonfinite_mismatch
-from onnx_parity.verification.cuts import CutRun, ort_feed
-from onnx_parity.verification.outputs import output_names, variant_nonfinite
-from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session, run_session
+from onnx_parity.verification import (
+    CutRun,
+    RuntimeFailure,
+    Session,
+    nonfinite_mismatch,
+    open_session,
+    ort_feed,
+    output_names,
+    run_session,
+    variant_nonfinite,
+)
 
 LATENCY_RUNS = 10  # timed runs per model after one warm-up; the median is reported
 FEW_CALIBRATION_SAMPLES = 16

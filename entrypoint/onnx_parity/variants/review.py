@@ -8,7 +8,7 @@ from dataclasses import dataclass
 
 from onnx_parity.findings import Finding
 from onnx_parity.results import VariantComparison, VariantResult
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 from onnx_parity.variants.activations import Overflow, TensorLoss
 from onnx_parity.variants.build import VariantFailure
 

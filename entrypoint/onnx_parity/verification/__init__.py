@@ -1,2 +1,8 @@
 """Stage 4: the exported model in onnxruntime against PyTorch on the samples, and every output
 finding (structure, declared axes, frozen evidence, comparison, golden files)."""
+
+import lazy_loader
+
+# The names of __init__.pyi, each imported from its module on first use: importing the stage
+# imports nothing else (no torch, no numpy until a name that needs them is used).
+__getattr__, __dir__, __all__ = lazy_loader.attach_stub(__name__, __file__)

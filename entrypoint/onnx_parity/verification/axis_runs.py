@@ -15,8 +15,7 @@ from typing import Any
 
 from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import Finding
-from onnx_parity.models.reference import ReferenceFailure
-from onnx_parity.models.shapes import Dimension, resize
+from onnx_parity.models import Dimension, ReferenceFailure, resize
 from onnx_parity.results import OutputComparison
 from onnx_parity.verification.cuts import Cut, CutRun
 from onnx_parity.verification.frozen import FrozenEvidence

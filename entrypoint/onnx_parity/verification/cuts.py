@@ -14,16 +14,16 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models.binding import BoundInputs
-from onnx_parity.models.reference import (
+from onnx_parity.models import (
+    BoundInputs,
     Reference,
     ReferenceFailure,
     as_call,
+    input_shapes,
     run_reference,
 )
-from onnx_parity.models.shapes import input_shapes
 from onnx_parity.results import OutputComparison
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import compare_output, nonfinite_mismatch
 from onnx_parity.verification.outputs import output_names
 from onnx_parity.verification.runtime import RuntimeFailure, Session, run_session

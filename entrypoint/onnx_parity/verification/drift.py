@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from onnx_parity.findings import Finding
 from onnx_parity.results import BaseFigures, ModelResult
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 
 NOISE_FRACTION_OF_ATOL = 0.1
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from onnx_parity.export.inspection import ModelFacts, is_symbolic
+from onnx_parity.export import ModelFacts, is_symbolic
 from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import Finding
 from onnx_parity.locations import NOWHERE, Location
-from onnx_parity.models.binding import BoundInputs
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.models import BoundInputs
+from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.outputs import unknown_axis_name
 
 BATCH_SUBJECT = "batch axis"

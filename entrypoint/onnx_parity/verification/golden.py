@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from onnx_parity.findings import Finding
-from onnx_parity.models.model_zoo import GoldenCase
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.models import GoldenCase
+from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.outputs import describe
 from onnx_parity.verification.run_failures import runtime_finding

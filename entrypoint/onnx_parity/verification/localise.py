@@ -21,10 +21,9 @@ import numpy as np
 from onnx_parity.finding_details import FirstDivergence
 from onnx_parity.findings import CATALOGUE, Finding
 from onnx_parity.locations import scrub_paths, source_line
-from onnx_parity.models.binding import BoundInputs
-from onnx_parity.models.reference import as_call
+from onnx_parity.models import BoundInputs, as_call
 from onnx_parity.results import Divergence, NodeCheck, OutputComparison
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.cuts import CutRun, ort_feed
 from onnx_parity.verification.divergence import Verdict, feeders, first_divergence

@@ -12,9 +12,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from onnx_parity.findings import Finding
-from onnx_parity.models.binding import BoundInputs
+from onnx_parity.models import BoundInputs
 from onnx_parity.results import OutputComparison
-from onnx_parity.settings.schema import OPTIMIZATION_LEVELS, ModelSpec
+from onnx_parity.settings import OPTIMIZATION_LEVELS, ModelSpec
 from onnx_parity.verification.cuts import CutRun, compare_cut
 from onnx_parity.verification.runtime import GRAPH_LEVELS, RuntimeFailure, open_session
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from onnx_parity.export.inspection import ModelFacts
+from onnx_parity.export import ModelFacts
 from onnx_parity.findings import CATALOGUE, Finding, Severity
-from onnx_parity.models.reference import Reference
+from onnx_parity.models import Reference
 from onnx_parity.results import OutputComparison
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 
 
 def sample_notes(notes: Iterable[str]) -> list[Finding]:

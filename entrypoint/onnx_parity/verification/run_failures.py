@@ -6,7 +6,7 @@ from pathlib import Path
 
 from onnx_parity.findings import Finding
 from onnx_parity.locations import error_location
-from onnx_parity.models.reference import ReferenceFailure
+from onnx_parity.models import ReferenceFailure
 from onnx_parity.verification.runtime import RuntimeFailure
 
 

@@ -10,7 +10,7 @@ import numpy as np
 
 from onnx_parity.ansi import strip_ansi
 from onnx_parity.errors import ModelProblem
-from onnx_parity.export.capture import native_stderr
+from onnx_parity.export import native_stderr
 from onnx_parity.locations import shorten
 
 T = TypeVar("T")

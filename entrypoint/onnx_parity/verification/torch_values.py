@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.locations import NOWHERE, Location, repo_relative
-from onnx_parity.models.reference import Call
+from onnx_parity.models import Call
 
 
 class LocalisationTimeout(Exception):

@@ -12,17 +12,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from onnx_parity.export.export_batch import HardCodedBatch
-from onnx_parity.export.inspection import ModelFacts
+from onnx_parity.export import HardCodedBatch, ModelFacts
 from onnx_parity.findings import Finding
 from onnx_parity.locations import error_location
-from onnx_parity.models.batches import batch_plan
-from onnx_parity.models.binding import BoundInputs
-from onnx_parity.models.model_zoo import GoldenCase
-from onnx_parity.models.reference import batch_arrays
-from onnx_parity.models.shapes import Dimension, dimensions
+from onnx_parity.models import (
+    BoundInputs,
+    Dimension,
+    GoldenCase,
+    batch_arrays,
+    batch_plan,
+    dimensions,
+)
 from onnx_parity.results import OutputComparison
-from onnx_parity.settings.schema import ModelSpec
+from onnx_parity.settings import ModelSpec
 from onnx_parity.verification import axis_runs, frozen
 from onnx_parity.verification.cuts import Cut, CutRun, run_cut
 from onnx_parity.verification.golden import golden_findings

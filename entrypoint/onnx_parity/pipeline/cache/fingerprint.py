@@ -21,7 +21,7 @@ from pathlib import Path
 from onnx_parity import __version__
 from onnx_parity.pipeline.cache.reads import file_sha256
 from onnx_parity.pipeline.preimports import module_file
-from onnx_parity.settings.schema import ModelSpec, declared_keys
+from onnx_parity.settings import ModelSpec, declared_keys
 
 # Keys that change how a finished result is judged afterwards, not what the worker measures.
 NOT_MEASURED = frozenset(key.field for key in declared_keys() if not key.measured)

@@ -24,7 +24,7 @@ from onnx_parity.publishing.github.inputs import InputError
 from onnx_parity.publishing.github.preflight import inside
 from onnx_parity.publishing.github.session import Session
 from onnx_parity.publishing.github.step_results import finish, publish_common, workspace_relative
-from onnx_parity.report.serialization import ReportFormatError, run_from_json
+from onnx_parity.report import ReportFormatError, run_from_json
 from onnx_parity.results import RunResult
 
 

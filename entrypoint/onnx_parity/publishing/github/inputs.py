@@ -15,8 +15,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from onnx_parity.errors import UserError
-from onnx_parity.pipeline.shards import ShardError, parse_shard
-from onnx_parity.report.gate import FailOn as FailOn  # the gate's values, one definition
+from onnx_parity.pipeline import ShardError, parse_shard
+from onnx_parity.report import FailOn as FailOn  # the gate's values, one definition
 from onnx_parity.results import Shard
 
 

@@ -15,7 +15,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 from onnx_parity.errors import UserError
-from onnx_parity.models.torch_builds import (
+from onnx_parity.models import (
     companion_pins,
     installed_version,
     missing_release_note,

@@ -21,7 +21,7 @@ from onnx_parity.publishing.github.event import EventContext
 from onnx_parity.publishing.github.http import GitHubClient
 from onnx_parity.publishing.github.inputs import ActionInputs
 from onnx_parity.publishing.github.redaction import RedactingWriter, Redactor
-from onnx_parity.report.markdown import render_markdown
+from onnx_parity.report import render_markdown
 from onnx_parity.results import RunResult
 
 ClientFactory = Callable[[str, str], GitHubClient]  # (api_url, token)

@@ -9,8 +9,7 @@ from onnx_parity.errors import ExitCode
 from onnx_parity.publishing.github.commands import write_outputs, write_summary
 from onnx_parity.publishing.github.pr_comment import post_comment
 from onnx_parity.publishing.github.session import Session
-from onnx_parity.report import gate
-from onnx_parity.report.gate import FailOn
+from onnx_parity.report import FailOn, gate
 from onnx_parity.results import RunResult
 
 

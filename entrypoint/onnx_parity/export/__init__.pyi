@@ -1,0 +1,19 @@
+# The front door of export/: what other stages may import from it (ARCHITECTURE.md).
+# Read by type checkers, and by __init__.py at run time to load each name on first use.
+
+from .capture import native_stderr
+from .export_batch import HardCodedBatch
+from .inspection import ModelFacts, inspect_model, is_symbolic
+from .model_checks import model_findings
+from .outcome import ExportOutcome, export_model
+
+__all__ = [
+    "ExportOutcome",
+    "HardCodedBatch",
+    "ModelFacts",
+    "export_model",
+    "inspect_model",
+    "is_symbolic",
+    "model_findings",
+    "native_stderr",
+]

@@ -1,0 +1,42 @@
+# The front door of models/: what other stages may import from it (ARCHITECTURE.md).
+# Read by type checkers, and by __init__.py at run time to load each name on first use.
+
+from .batches import batch_plan
+from .binding import BoundInputs, bind_inputs
+from .factory import LoadedModel, build_model
+from .load_errors import LoadError, load_finding
+from .model_zoo import GoldenCase
+from .probe import ProbeResult, probe_model
+from .reference import Call, Reference, ReferenceFailure, as_call, batch_arrays, run_reference
+from .samples import SampleSet, load_samples
+from .shapes import Dimension, dimensions, input_shapes, resize, widened_for_export
+from .torch_builds import companion_pins, installed_version, missing_release_note
+
+__all__ = [
+    "BoundInputs",
+    "Call",
+    "Dimension",
+    "GoldenCase",
+    "LoadError",
+    "LoadedModel",
+    "ProbeResult",
+    "Reference",
+    "ReferenceFailure",
+    "SampleSet",
+    "as_call",
+    "batch_arrays",
+    "batch_plan",
+    "bind_inputs",
+    "build_model",
+    "companion_pins",
+    "dimensions",
+    "input_shapes",
+    "installed_version",
+    "load_finding",
+    "load_samples",
+    "missing_release_note",
+    "probe_model",
+    "resize",
+    "run_reference",
+    "widened_for_export",
+]

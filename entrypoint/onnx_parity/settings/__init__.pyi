@@ -1,0 +1,42 @@
+# The front door of settings/: what other stages may import from it (ARCHITECTURE.md).
+# Read by type checkers, and by __init__.py at run time to load each name on first use.
+
+from .config_entry import entry_header, model_entry
+from .config_file import CONFIG_NAME, PYPROJECT_NAME, PYPROJECT_TABLE
+from .init_request import FLOAT_DTYPES, InitError, InputRequest, NewModel, new_model, weights_option
+from .loading import load_settings
+from .schema import (
+    DEFAULT_TIMEOUT_SECONDS,
+    EXPORTERS,
+    OPTIMIZATION_LEVELS,
+    AllowWarning,
+    ModelSpec,
+    Settings,
+    declared_keys,
+)
+from .source_root import source_root
+from .values import ConfigError
+
+__all__ = [
+    "CONFIG_NAME",
+    "DEFAULT_TIMEOUT_SECONDS",
+    "EXPORTERS",
+    "FLOAT_DTYPES",
+    "OPTIMIZATION_LEVELS",
+    "PYPROJECT_NAME",
+    "PYPROJECT_TABLE",
+    "AllowWarning",
+    "ConfigError",
+    "InitError",
+    "InputRequest",
+    "ModelSpec",
+    "NewModel",
+    "Settings",
+    "declared_keys",
+    "entry_header",
+    "load_settings",
+    "model_entry",
+    "new_model",
+    "source_root",
+    "weights_option",
+]

@@ -1,0 +1,31 @@
+# The front door of verification/: what other stages may import from it (ARCHITECTURE.md).
+# Read by type checkers, and by __init__.py at run time to load each name on first use.
+
+from .compare import nonfinite_mismatch
+from .cuts import CutRun, ort_feed
+from .divergence_text import first_sentence
+from .drift import drift_findings
+from .outputs import output_names, sample_notes, variant_nonfinite
+from .run_failures import reference_finding
+from .runtime import RuntimeFailure, Session, open_session, run_session
+from .verified import Exported, TorchSide, Verified, verify_model
+
+__all__ = [
+    "CutRun",
+    "Exported",
+    "RuntimeFailure",
+    "Session",
+    "TorchSide",
+    "Verified",
+    "drift_findings",
+    "first_sentence",
+    "nonfinite_mismatch",
+    "open_session",
+    "ort_feed",
+    "output_names",
+    "reference_finding",
+    "run_session",
+    "sample_notes",
+    "variant_nonfinite",
+    "verify_model",
+]
