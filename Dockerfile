@@ -91,6 +91,7 @@ COPY entrypoint /opt/onnx-parity/src/entrypoint
 RUN set -eu; \
     pip install --no-cache-dir -c /opt/onnx-parity/requirements.lock /opt/onnx-parity/src; \
     rm -rf /opt/onnx-parity/src; \
-    onnx-parity --help >/dev/null
+    onnx-parity --help >/dev/null; \
+    EAGER_IMPORT=1 python -c "import onnx_parity.settings, onnx_parity.models, onnx_parity.export, onnx_parity.verification, onnx_parity.variants, onnx_parity.isolation, onnx_parity.pipeline, onnx_parity.report, onnx_parity.publishing"
 
 ENTRYPOINT ["onnx-parity", "action"]
