@@ -50,7 +50,15 @@ class UserError(OnnxParityError):
 
 
 class ModelProblem(OnnxParityError):
-    """One model could not be loaded, exported or run; it becomes that model's finding."""
+    """One model could not be loaded, exported or run; it becomes that model's finding.
+
+    The text says what failed and where; `fix`, when the raiser knows the cause, is what the
+    user does about it, and becomes the finding's one fix (else the catalogue's applies).
+    """
+
+    def __init__(self, message: str, fix: str | None = None):
+        super().__init__(message)
+        self.fix = fix
 
 
 def exit_code_for(error: BaseException) -> ExitCode:

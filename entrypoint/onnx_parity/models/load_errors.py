@@ -9,8 +9,9 @@ from onnx_parity.findings import Finding
 class LoadError(ModelProblem):
     """The model could not be built; carries the user's file and line where known."""
 
-    def __init__(self, message: str, file: str | None = None, line: int | None = None):
-        super().__init__(message)
+    def __init__(self, message: str, file: str | None = None, line: int | None = None, *,
+                 fix: str | None = None):
+        super().__init__(message, fix)
         self.file = file
         self.line = line
 
@@ -20,4 +21,4 @@ class SampleError(LoadError):
 
 
 def load_finding(error: LoadError) -> Finding:
-    return Finding("load-error", str(error), file=error.file, line=error.line)
+    return Finding("load-error", str(error), file=error.file, line=error.line, fix=error.fix)
