@@ -16,6 +16,7 @@ from typing import Any
 
 from onnx_parity.findings import Finding
 from onnx_parity.locations import error_location, shorten
+from onnx_parity.models.lfs import refuse_pointer
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.models.torch_builds import mismatch_message
 from onnx_parity.settings import ModelSpec
@@ -130,6 +131,7 @@ def _load_weights(module: Any, weights: Path, repo: Path) -> None:
     if not weights.is_file():
         raise LoadError(f'weights "{shown}" does not exist. Fix: commit the file or correct '
                         "`weights`.")
+    refuse_pointer(weights, f'weights "{shown}" (config key `weights`)')
     try:
         state = torch.load(weights, weights_only=True, map_location="cpu")
     except Exception as error:

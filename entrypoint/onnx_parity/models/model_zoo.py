@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 
+from onnx_parity.models.lfs import LFS_FIX, file_pointer, pointer_message
+from onnx_parity.models.load_errors import SampleError
 from onnx_parity.models.sample_files import (
     SUPPORTED_KINDS,
     Collector,
@@ -42,7 +44,9 @@ class ZooSamples:
 
 def load_zoo(folder: Path, seen: Collector) -> ZooSamples:
     where = seen.where(folder, "inputs")
-    read = [_zoo_case(path, seen) for path in _zoo_datasets(folder, where)]
+    datasets = _zoo_datasets(folder, where)
+    _refuse_pointers(datasets, where, seen)
+    read = [_zoo_case(path, seen) for path in datasets]
     cases = tuple(case for case, _ in read)
     counts = {len(case.inputs) for case in cases}
     if len(counts) > 1:
@@ -62,6 +66,29 @@ def _zoo_datasets(folder: Path, where: Where) -> list[Path]:
         return [folder]
     raise where.error("is a folder without test_data_set_N subfolders or input_K.pb files",
                       "use the ONNX Model Zoo layout: test_data_set_0/input_0.pb, ...")
+
+
+def _refuse_pointers(datasets: list[Path], where: Where, seen: Collector) -> None:
+    """One load error naming how many of the folder's .pb files are Git LFS pointers, before
+    any of them is parsed (each would otherwise be "not an ONNX TensorProto")."""
+    files = [path for dataset in datasets for path in sorted(dataset.iterdir()) if path.is_file()
+             and (_ZOO_INPUT.fullmatch(path.name) or _ZOO_OUTPUT.fullmatch(path.name))]
+    pointers = [(path, pointer) for path in files if (pointer := file_pointer(path))]
+    if not pointers:
+        return
+    goldens = sum(1 for path, _ in pointers if _ZOO_OUTPUT.fullmatch(path.name))
+    first, pointer = pointers[0]
+    kind = "golden file" if _ZOO_OUTPUT.fullmatch(first.name) else "sample file"
+    raise SampleError(
+        f"Model Zoo folder {where.file} (config key `{where.key}`) holds "
+        f"{_count(len(pointers), 'Git LFS pointer')} among its {_count(len(files), 'file')} "
+        f"({_count(len(pointers) - goldens, 'input')}, {_count(goldens, 'golden output')}); "
+        + pointer_message(f"{kind} {seen.where(first, where.key).file}", pointer),
+        fix=LFS_FIX)
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number} {noun}{'' if number == 1 else 's'}"
 
 
 def _numbered(folder: Path, pattern: re.Pattern[str], where: Where) -> list[Path]:

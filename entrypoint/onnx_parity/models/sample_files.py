@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from onnx_parity.models.lfs import LFS_FIX, lfs_pointer, pointer_message
 from onnx_parity.models.load_errors import SampleError
 
 # numpy kinds a sample may have: bool, signed and unsigned integers, floats.
@@ -77,6 +78,10 @@ def read_sample(path: Path, where: Where, seen: Collector) -> bytes:
     if not data:
         raise where.error("is empty (0 bytes)", "commit the real file; if it is stored with "
                           "Git LFS, check out LFS files before running the action")
+    pointer = lfs_pointer(data)
+    if pointer is not None:  # before any parser calls it a pickle or a corrupt file
+        raise SampleError(pointer_message(f"Sample file {where.file} (config key "
+                                          f"`{where.key}`)", pointer), fix=LFS_FIX)
     seen.files[where.file] = hashlib.sha256(data).hexdigest()
     return data
 
