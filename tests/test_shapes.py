@@ -61,7 +61,7 @@ def test_a_length_pytorch_cannot_run_is_noted_not_blamed_on_the_export(check_mod
     assert note.severity == Severity.NOTE
     assert result.passed
     assert 'was not checked at time 4: PyTorch itself cannot run the model at that size' in note.message
-    assert "axis-sizes = { x = { 1 = [8, ...] } }" in note.message
+    assert "axis-sizes = { x = { 1 = [8, ...] } }" in note.suggested_fix
     assert "frozen-dimension" not in codes(result)
 
 

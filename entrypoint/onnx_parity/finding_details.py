@@ -64,7 +64,8 @@ class FindingDetails(TypedDict, total=False):
     # the output and batch a finding is about (verification/outputs.py, optimizer.py)
     output: str
     batch_size: int
-    batches: list[int]
+    batches: list[int]  # every batch size a finding merged from repeats is about
+    sizes: list[int]  # every size of a declared axis it is about (verification/repeats.py)
     explained_by: Code  # the finding that explains a parity mismatch
     # optimizer-drift (verification/optimizer.py)
     level: str

@@ -80,7 +80,7 @@ def _frozen_at(batch: AtBatch, dimension: Dimension, length: int, runs: list[Cut
     if runtime is not None:
         batch.evidence.add_dimension(dimension.subject(), (
             f"onnxruntime fails at {label} (passed at {_sizes(passed)}; exported at "
-            f"{dimension.committed}): {runtime.message}{native_line(runtime)}"), details)
+            f"{dimension.committed}): {runtime.message}{native_line(runtime)}"), details, length)
         return True
     good = {row.output for row in batch.base if row.passed}
     failing = [row for row in merged if not row.passed and row.output in good]
@@ -91,7 +91,7 @@ def _frozen_at(batch: AtBatch, dimension: Dimension, length: int, runs: list[Cut
         f'the outputs differ at {label} while they match at {_sizes(passed)} (exported at '
         f'{dimension.committed}): output "{worst.output}" max abs diff '
         f"{_figure(worst.max_abs_diff)}, {worst.mismatched} of {worst.total} elements outside "
-        "the tolerance"), details)
+        "the tolerance"), details, length)
     return True
 
 
@@ -101,10 +101,10 @@ def _not_checked(dimension: Dimension, length: int, error: ReferenceFailure) -> 
     return Finding(
         "shape-not-checked",
         f"{dimension.subject()} was not checked at {dimension.name} {length}: PyTorch itself "
-        f"cannot run the model at that size ({error}), so this is no export defect. Set the "
-        f"sizes forward accepts, e.g. `axis-sizes = {{ {name} = {{ {axis} = "
-        f"[{dimension.committed}, ...] }} }}`.",
+        f"cannot run the model at that size ({error}), so this is no export defect",
         evidence=str(error),
+        fix=(f"Set the sizes forward accepts, e.g. `axis-sizes = {{ {name} = {{ {axis} = "
+             f"[{dimension.committed}, ...] }} }}`."),
         details={"dimension": dimension.name, "size": length, "reason": "pytorch"},
     )
 
@@ -116,8 +116,9 @@ def _unchecked_sizes(dimension: Dimension) -> list[Finding]:
         Finding("shape-not-checked",
                 f"{dimension.subject()} was not checked at {dimension.name} {length}: the "
                 f"committed samples are {dimension.committed} long on that axis, and a size is "
-                "cut from them. Commit longer samples, or list sizes up to "
-                f"{dimension.committed} in {example}.",
+                "cut from them",
+                fix=(f"Commit longer samples, or list sizes up to {dimension.committed} in "
+                     f"{example}."),
                 details={"dimension": dimension.name, "size": length, "reason": "samples"})
         for length in dimension.too_long
     ]
@@ -126,7 +127,8 @@ def _unchecked_sizes(dimension: Dimension) -> list[Finding]:
             "shape-not-checked",
             f"{dimension.subject()} ran at its committed size {dimension.committed} only: "
             "no shorter size can be cut from the samples that is not 1 (a size torch.export "
-            f"fixes). Commit longer samples, or set the sizes in {example}.",
+            "fixes)",
+            fix=f"Commit longer samples, or set the sizes in {example}.",
             details={"dimension": dimension.name, "reason": "samples"}))
     return notes
 

@@ -17,6 +17,7 @@ from onnx_parity.locations import NOWHERE, Location
 from onnx_parity.models import BoundInputs
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.outputs import unknown_axis_name
+from onnx_parity.verification.repeats import FIGURE, merge_texts
 
 BATCH_SUBJECT = "batch axis"
 # A declared sequence, time or image axis that works at the export size only.
@@ -33,6 +34,11 @@ class FrozenEvidence:
     """Everything that says one axis is frozen, gathered into one finding per axis."""
 
     lines: dict[str, list[str]] = field(default_factory=dict)
+    # The batch size or length each line is about (None: every size), so that the lines of
+    # one failure repeated at several sizes read as one line listing them.
+    sizes: dict[str, list[int | None]] = field(default_factory=dict)
+    # A fix that names the axis (the `dynamic-axes` entry to add), when one is known.
+    fixes: dict[str, str] = field(default_factory=dict)
     # Subjects that `dynamic-axes` declares: their message says "is declared dynamic, but" once.
     declared: set[str] = field(default_factory=set)
     # The user's line that hard-codes the size, when PyTorch's own traceback names it.
@@ -43,39 +49,57 @@ class FrozenEvidence:
     batch_declared: bool = False
 
     def add(self, subject: str, line: str, *, declared: bool = False,
-            place: Location = NOWHERE) -> None:
+            place: Location = NOWHERE, size: int | None = None) -> None:
         self.lines.setdefault(subject, []).append(line)
+        self.sizes.setdefault(subject, []).append(size)
         if declared:
             self.declared.add(subject)
         if place != NOWHERE and subject not in self.places:
             self.places[subject] = place
 
-    def add_run(self, line: str, place: Location = NOWHERE) -> None:
+    def add_run(self, line: str, place: Location = NOWHERE, size: int | None = None) -> None:
         """A failure at another batch size belongs to the frozen batch axis, if one is known."""
         subject = next((s for s in self.lines if s.endswith("axis 0") or " axis 0 (" in s),
                        None)
         if subject is None:
-            self.add(self.batch, line, declared=self.batch_declared, place=place)
+            self.add(self.batch, line, declared=self.batch_declared, place=place, size=size)
         else:
-            self.add(subject, line, place=place)
+            self.add(subject, line, place=place, size=size)
 
-    def add_dimension(self, subject: str, line: str, details: FindingDetails) -> None:
+    def add_dimension(self, subject: str, line: str, details: FindingDetails,
+                      size: int | None = None) -> None:
         """A declared non-batch axis that fails or mismatches at another size."""
-        self.add(subject, line, declared=True)
+        self.add(subject, line, declared=True, size=size)
         self.details.setdefault(subject, {}).update(details)
 
     def findings(self) -> list[Finding]:
-        return [self._finding(subject, lines) for subject, lines in self.lines.items()]
+        return [self._finding(subject, self._merged(subject)) for subject in self.lines]
+
+    def _merged(self, subject: str) -> list[str]:
+        """The subject's lines, those repeating one failure at several sizes as one."""
+        groups: dict[object, list[tuple[int, str]]] = {}
+        for index, (line, size) in enumerate(zip(self.lines[subject], self.sizes[subject],
+                                                 strict=True)):
+            key = index if size is None else tuple(FIGURE.split(line))
+            groups.setdefault(key, []).append((size or 0, line))
+        merged: list[str] = []
+        for items in groups.values():
+            text = merge_texts(items) if len(items) > 1 else None
+            merged += [text] if text is not None else [line for _, line in items]
+        return merged
 
     def _finding(self, subject: str, lines: list[str]) -> Finding:
         joined = "; ".join(lines)
         message = (f"{subject} is declared dynamic, but {joined}" if subject in self.declared
                    else f"{subject}: {joined}")
         file, line = self.places.get(subject, NOWHERE)
+        sizes = [size for size in dict.fromkeys(self.sizes[subject]) if size is not None]
+        listed: FindingDetails = ({} if not sizes else {"sizes": sizes}
+                                  if subject in self.details else {"batches": sizes})
+        fix = self.fixes.get(subject, DIMENSION_FIX if subject in self.details else None)
         return Finding("frozen-dimension", message, file=file, line=line,
-                       evidence="\n".join(lines),
-                       fix=DIMENSION_FIX if subject in self.details else None,
-                       details={"subject": subject, **self.details.get(subject, {})})
+                       evidence="\n".join(self.lines[subject]), fix=fix,
+                       details={"subject": subject, **self.details.get(subject, {}), **listed})
 
 
 def for_model(spec: ModelSpec, bound: BoundInputs) -> FrozenEvidence:
@@ -114,10 +138,13 @@ def declared_axes(facts: ModelFacts, spec: ModelSpec, bound: BoundInputs,
             dims = facts.inputs.get(name)
             declared = 0 in spec.dynamic_axes.get(name, {})
             if dims and not declared and not is_symbolic(dims[0]):
-                frozen.add(f'"{name}" axis 0',
-                           f"static at {dims[0]} (shape {_shape(dims)}) while batch-sizes "
-                           f"{list(spec.batch_sizes)} asks for several batch sizes; declare it "
-                           f'in `dynamic-axes` ({name} = {{ 0 = "batch" }})')
+                subject = f'"{name}" axis 0'
+                frozen.add(subject, f"static at {dims[0]} (shape {_shape(dims)}) while "
+                           f"batch-sizes {list(spec.batch_sizes)} asks for several batch sizes")
+                frozen.fixes[subject] = (
+                    f'Declare it in `dynamic-axes` (`{name} = {{ 0 = "batch" }}`) and remove '
+                    "hard-coded sizes from forward (e.g. `x.view(1, -1)` -> `x.flatten(1)` or "
+                    "`x.view(x.shape[0], -1)`).")
     return findings
 
 

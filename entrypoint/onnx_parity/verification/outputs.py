@@ -47,11 +47,14 @@ def output_names(spec: ModelSpec, reference: Reference,
 
 
 def count_mismatch(size: int, torch_count: int, onnx_names: tuple[str, ...]) -> Finding:
+    """One per cut; the cuts and batch sizes that repeat it merge into one (repeats.py)."""
     return Finding(
         "shape-mismatch",
         f"at batch {size} PyTorch returned {torch_count} tensor(s) but the ONNX "
-        f"model has {len(onnx_names)} output(s) {list(onnx_names)}. Fix: return a flat "
-        "tuple of tensors (None and non-tensor values are dropped by the exporters).",
+        f"model has {len(onnx_names)} output(s) {list(onnx_names)}",
+        fix="Return a flat tuple of tensors from forward: the exporters drop None and "
+            "non-tensor values, so the two sides count the outputs differently.",
+        details={"batch_size": size},
     )
 
 
@@ -59,8 +62,8 @@ def unknown_axis_name(name: str, facts: ModelFacts) -> Finding:
     return Finding(
         "shape-mismatch",
         f'`dynamic-axes` names "{name}", but the exported model has inputs '
-        f"{sorted(facts.inputs)} and outputs {sorted(facts.outputs)}. Fix: name the outputs "
-        "with `outputs = [...]` or correct the name in `dynamic-axes`.",
+        f"{sorted(facts.inputs)} and outputs {sorted(facts.outputs)}",
+        fix="Name the outputs with `outputs = [...]`, or correct the name in `dynamic-axes`.",
     )
 
 
@@ -110,9 +113,7 @@ def _output_findings(output: str, rows: list[OutputComparison], nonfinite: bool,
     findings: list[Finding] = []
     shapes = [c for c in rows if c.torch_shape != c.onnx_shape]
     if shapes:
-        findings.append(Finding("shape-mismatch", f'output "{output}": ' + "; ".join(
-            f"batch {c.batch_size}: PyTorch {list(c.torch_shape)}, onnxruntime "
-            f"{list(c.onnx_shape)}" for c in shapes)))
+        findings.append(shape_finding(output, shapes))
     dtypes = [c for c in rows if c.torch_dtype != c.onnx_dtype]
     if dtypes:
         c = dtypes[0]
@@ -122,6 +123,70 @@ def _output_findings(output: str, rows: list[OutputComparison], nonfinite: bool,
     if failing and (parity or nonfinite):
         findings.append(_parity_finding(output, failing, nonfinite, spec, cause))
     return findings
+
+
+def shape_finding(output: str, rows: list[OutputComparison]) -> Finding:
+    """One finding for every batch size the output's shapes differ at: 'PyTorch [B, 10],
+    onnxruntime [1, 10] at batches 4, 8' when each side's shapes follow one pattern."""
+    batches = [c.batch_size for c in rows]
+    torch_side = _pattern([c.torch_shape for c in rows], batches)
+    onnx_side = _pattern([c.onnx_shape for c in rows], batches)
+    if torch_side is not None and onnx_side is not None:
+        text = f"PyTorch {_shown(torch_side)}, onnxruntime {_shown(onnx_side)} {_at(batches)}"
+        if "B" in (*torch_side, *onnx_side):
+            text += " (B: the batch size)"
+    else:
+        groups: dict[tuple[tuple[int, ...], tuple[int, ...]], list[int]] = {}
+        for c in rows:
+            groups.setdefault((c.torch_shape, c.onnx_shape), []).append(c.batch_size)
+        text = "; ".join(f"PyTorch {list(t)}, onnxruntime {list(o)} {_at(sizes)}"
+                         for (t, o), sizes in groups.items())
+    return Finding("shape-mismatch", f'output "{output}": {text}',
+                   fix=_shape_fix(torch_side, onnx_side, len(rows)),
+                   details={"output": output, "batches": batches})
+
+
+def _pattern(shapes: list[tuple[int, ...]], batches: list[int]) -> tuple[str, ...] | None:
+    """Each axis as its one size, or "B" where it is the batch size at every batch; None when
+    the shapes follow no such pattern."""
+    if len({len(shape) for shape in shapes}) != 1:
+        return None
+    axes: list[str] = []
+    for values in zip(*shapes, strict=True):
+        if len(set(values)) == 1:
+            axes.append(str(values[0]))
+        elif list(values) == batches:
+            axes.append("B")
+        else:
+            return None
+    return tuple(axes)
+
+
+def _shape_fix(torch_side: tuple[str, ...] | None, onnx_side: tuple[str, ...] | None,
+               batch_count: int) -> str | None:
+    """The fix the shapes point to; None (the catalogue's) when they point to nothing."""
+    if torch_side is None or onnx_side is None or batch_count < 2:
+        return None
+    fixed = next((axis for axis, (t, o) in enumerate(zip(torch_side, onnx_side, strict=False))
+                  if t == "B" and o != "B"), None)
+    if fixed is not None:
+        return (f"The exported graph fixes axis {fixed} of this output at {onnx_side[fixed]} "
+                "while PyTorch's follows the batch size: remove hard-coded sizes and sizes read "
+                "as Python numbers from forward (`int(x.shape[0])`; `x.view(1, -1)` -> "
+                "`x.flatten(1)`), and declare the inputs' batch axis in `dynamic-axes` if it "
+                "is not.")
+    return ("The shapes differ the same way at every batch size, so the batch is not the "
+            "cause: check that `outputs` lists the names in the order forward returns its "
+            "tensors, and compare forward's return value with the exported model's outputs.")
+
+
+def _shown(pattern: tuple[str, ...]) -> str:
+    return "[" + ", ".join(pattern) + "]"
+
+
+def _at(batches: list[int]) -> str:
+    return (f"at batch {batches[0]}" if len(batches) == 1
+            else "at batches " + ", ".join(str(size) for size in batches))
 
 
 def _parity_finding(output: str, failing: list[OutputComparison], nonfinite: bool,

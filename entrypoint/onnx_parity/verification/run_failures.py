@@ -16,10 +16,10 @@ def reference_finding(error: ReferenceFailure, size: int, repo: Path) -> Finding
     where = f" at {file}:{line}" if file else ""
     return Finding(
         "runtime-error",
-        f"PyTorch fails on the samples at batch {size}{where}: {error}. Fix: make forward run "
-        "on the samples (their shape and dtype, axis 0 = samples) — `python -c` with the same "
-        "tensors reproduces it.",
+        f"PyTorch fails on the samples at batch {size}{where}: {error}",
         file=file, line=line, evidence=str(error),
+        fix=("Make forward run on the samples (their shape and dtype, axis 0 = samples): "
+             "`python -c` with the same tensors reproduces it."),
     )
 
 

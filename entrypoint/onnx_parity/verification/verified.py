@@ -30,6 +30,7 @@ from onnx_parity.verification.cuts import Cut, CutRun, run_cut
 from onnx_parity.verification.golden import golden_findings
 from onnx_parity.verification.optimizer import optimizer_check
 from onnx_parity.verification.outputs import comparison_findings, count_mismatch, merge_cuts
+from onnx_parity.verification.repeats import merge_repeats
 from onnx_parity.verification.run_failures import native_line, reference_finding, runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
 
@@ -126,6 +127,7 @@ def verify_model(torch_side: TorchSide, exported: Exported, spec: ModelSpec, rep
     verified.findings += _output_findings(exported, spec, verified)
     verified.findings += golden_findings(session, torch_side.golden, spec)
     verified.runs = [run for run in runner.ran if run.reference and run.runtime_error is None]
+    verified.findings = merge_repeats(verified.findings)
     return verified
 
 
@@ -151,7 +153,7 @@ def _usable(run: CutRun, runner: Runner, evidence: frozen.FrozenEvidence,
     if run.reference_error is not None:
         if other_size:
             evidence.add_run(f"PyTorch itself fails at batch {size}: {run.reference_error}",
-                             error_location(run.reference_error.cause, verified.repo))
+                             error_location(run.reference_error.cause, verified.repo), size)
         else:
             verified.findings.append(reference_finding(run.reference_error, size, verified.repo))
         return False
@@ -159,7 +161,8 @@ def _usable(run: CutRun, runner: Runner, evidence: frozen.FrozenEvidence,
         error = run.runtime_error
         if other_size:
             evidence.add_run(f"onnxruntime fails at batch {size} (exported from batch "
-                             f"{runner.export_batch}): {error.message}{native_line(error)}")
+                             f"{runner.export_batch}): {error.message}{native_line(error)}",
+                             size=size)
         else:
             verified.findings.append(runtime_finding(f"onnxruntime fails at batch {size}", error))
         return False
