@@ -284,7 +284,8 @@ class ModelCase:
     """What one bad model must produce: a finding with this code whose text says it all."""
 
     code: str
-    says: tuple[str, ...]  # fragments of the message (what, where, fix)
+    says: tuple[str, ...]  # fragments of the message (what, where)
+    fix: tuple[str, ...] = ()  # fragments of the finding's one fix
     source: tuple[str, str] | None = None  # (file, text on the line) the finding points at
     evidence: tuple[str, ...] = ()
     bug: str | None = None  # PRODUCT BUG: why this fails today
@@ -293,34 +294,36 @@ class ModelCase:
 BROKEN = "models/broken.py"
 MODEL_CASES: dict[str, ModelCase] = {
     "module-missing": ModelCase(
-        "load-error", ('factory "models.nope:Net"', 'module "models.nope" was not found',
-                       "Fix: check the module path")),
+        "load-error", ('factory "models.nope:Net"', 'module "models.nope" was not found'),
+        fix=("Check the module path",)),
     "attribute-missing": ModelCase(
         "load-error", ('factory "models.good:Linaer"', '"Linaer" is not defined in models.good',
                        'Did you mean "Linear"?')),
     "factory-raises": ModelCase(
         "load-error", ('factory "models.broken:raises" raised', ("ValueError: factory broke on "
-                       "purpose"), "Fix: make the factory run on its own"),
+                       "purpose")), fix=("Make the factory run on its own",),
         source=(BROKEN, 'raise ValueError("factory broke on purpose")')),
     "import-raises": ModelCase(
-        "load-error", ('importing "models.import_fails" failed', "ImportError", "Fix:"),
+        "load-error", ('importing "models.import_fails" failed', "ImportError"),
+        fix=("Make the factory run on its own",),
         source=("models/import_fails.py", "raise ImportError")),
     "not-a-module": ModelCase(
         "load-error", (('factory "models.broken:not_a_module" returned str, not a '
-                       "torch.nn.Module"), "Fix: make the factory return the model instance")),
+                       "torch.nn.Module"),),
+        fix=("Make the factory return the model instance",)),
     "factory-exits": ModelCase(
         "load-error", ("SystemExit", "raised"), source=(BROKEN, "sys.exit(3)")),
     "weights-mismatch": ModelCase(
         "load-error", ('weights "weights/linear.pt" do not match the model',
                        "missing keys `head.bias`, `head.weight`",
-                       "unexpected keys `fc.bias`, `fc.weight`",
-                       "Fix: save the state_dict of the same architecture")),
+                       "unexpected keys `fc.bias`, `fc.weight`"),
+        fix=("Save the state_dict of the same architecture",)),
     "weights-missing": ModelCase(
-        "load-error", ('weights "weights/never-committed.pt" does not exist',
-                       "Fix: commit the file or correct `weights`")),
+        "load-error", ('weights "weights/never-committed.pt" does not exist',),
+        fix=("Commit the file or correct `weights`",)),
     "weights-malicious": ModelCase(
         "load-error", ('weights "weights/evil.pt" were refused', "posix.system",
-                       "never runs code from a pickle", "Fix: save a plain state_dict")),
+                       "never runs code from a pickle"), fix=("Save a plain state_dict",)),
     "forward-raises": ModelCase(
         "runtime-error", ("RuntimeError: forward broke on purpose",),
         source=(BROKEN, 'raise RuntimeError("forward broke on purpose")')),
@@ -328,34 +331,34 @@ MODEL_CASES: dict[str, ModelCase] = {
         "crash", ("left no result", "os._exit in model code?")),
     "sample-missing": ModelCase(
         "load-error", ("Sample file samples/missing.npy", "config key `inputs.x`",
-                       "does not exist", "Fix: commit the file, or correct the path")),
+                       "does not exist"), fix=("Commit the file, or correct the path",)),
     "sample-truncated": ModelCase(
         "load-error", ("Sample file samples/truncated.npy", "`inputs.x`",
-                       "could not be read as a .npy array", "probably truncated",
-                       "save it again")),
+                       "could not be read as a .npy array"),
+        fix=("probably truncated", "save it again")),
     "sample-objects": ModelCase(
         "load-error", ("Sample file samples/objects.npy", "`inputs.x`",
-                       "holds pickled Python objects", "would execute code",
-                       "Fix: save a numeric array")),
+                       "holds pickled Python objects", "would execute code"),
+        fix=("Save a numeric array",)),
     "sample-malicious-pt": ModelCase(
         "load-error", ("Sample file samples/evil.pt", "`inputs.x`", "would execute code",
-                       "GLOBAL posix.system", "Fix: save plain tensors only")),
+                       "GLOBAL posix.system"), fix=("Save plain tensors only",)),
     "sample-empty": ModelCase(
-        "load-error", ("Sample file samples/empty.npy", "`inputs.x`", "is empty (0 bytes)",
-                       "Fix: commit the real file")),
+        "load-error", ("Sample file samples/empty.npy", "`inputs.x`", "is empty (0 bytes)"),
+        fix=("Commit the real file",)),
     "sample-wrong-shape": ModelCase(
         "runtime-error", ("mat1 and mat2 shapes cannot be multiplied",)),
     "sample-wrong-dtype": ModelCase(
         "runtime-error", ("must have the same dtype",)),
     "input-not-taken": ModelCase(
-        "load-error", ('`inputs` names "extra"', 'its parameters: "x"',
-                       "Fix: name each input after a parameter of forward")),
+        "load-error", ('`inputs` names "extra"', 'its parameters: "x"'),
+        fix=("Name each input after a parameter of forward",)),
     "input-not-given": ModelCase(
-        "load-error", ('forward needs input(s) "mask"', ("Fix: add a sample file for each to "
-                       "`inputs`"))),
+        "load-error", ('forward needs input(s) "mask"',),
+        fix=("Add a sample file for each to `inputs`",)),
     "axis-beyond-rank": ModelCase(
-        "load-error", ('`dynamic-axes` declares axis 5 of input "x"', "rank 2", "shape [4, 12]",
-                       "Fix: number axes from 0 up to 1")),
+        "load-error", ('`dynamic-axes` declares axis 5 of input "x"', "rank 2", "shape [4, 12]"),
+        fix=("Number axes from 0 up to 1",)),
 }
 
 
@@ -378,6 +381,9 @@ def test_bad_model_or_sample_gets_a_finding_saying_what_where_and_fix(
     finding = found[0]
     for fragment in case.says:
         assert fragment in finding["message"], f"{fragment!r} not in {finding['message']!r}"
+    assert "Fix:" not in finding["message"]
+    for fragment in case.fix:
+        assert fragment in finding["fix"], f"{fragment!r} not in {finding['fix']!r}"
     for fragment in case.evidence:
         assert fragment in finding.get("evidence", ""), finding
     assert finding["fix"]

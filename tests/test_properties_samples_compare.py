@@ -160,7 +160,9 @@ def test_garbled_files_give_a_sample_set_or_a_sample_error(array: np.ndarray, su
         try:
             result = load_samples(path if bundle else {"x": path}, repo)
         except SampleError as error:
-            refusal = str(error)
+            assert "Fix:" not in str(error)  # the fix is the error's own field, once
+            assert error.fix
+            refusal = f"{error} Fix: {error.fix}"
         else:
             assert isinstance(result, SampleSet)
             assert all(a.ndim >= 1 and a.shape[0] >= 1 for a in result.named.values())

@@ -45,9 +45,13 @@ def write_pb(path: Path, array: np.ndarray, name: str = "") -> Path:
 
 
 def load_error(inputs: dict[str, Path] | Path, repo: Path) -> str:
+    """The refusal as the report shows it: the message (what, where), then its one fix."""
     with pytest.raises(SampleError) as caught:
         load_samples(inputs, repo)
-    return str(caught.value)
+    message, fix = str(caught.value), caught.value.fix
+    assert "Fix:" not in message
+    assert fix
+    return f"{message} Fix: {fix}"
 
 
 # --- formats ------------------------------------------------------------------------------

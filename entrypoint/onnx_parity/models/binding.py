@@ -80,9 +80,9 @@ def _bind_given(parameters: list[inspect.Parameter], named: dict[str, np.ndarray
     raise LoadError(
         f"model \"{spec.name}\": `inputs` names {_quoted(unknown)}, which "
         f"{type_name(spec)}.forward does not take, beside {_quoted(matching)}, which it does "
-        f"(its parameters: {_quoted(known)}). Fix: name each input after a parameter of "
-        "forward, or name none of them after one and list them in forward's order to bind "
-        "them by position."
+        f"(its parameters: {_quoted(known)}).",
+        fix="Name each input after a parameter of forward, or name none of them after one and "
+            "list them in forward's order to bind them by position.",
     )
 
 
@@ -100,7 +100,8 @@ def _bind_by_name(parameters: list[inspect.Parameter], given: list[str],
     if missing:
         raise LoadError(
             f"model \"{spec.name}\": forward needs input(s) {_quoted(missing)}, which the "
-            "configuration does not give. Fix: add a sample file for each to `inputs`."
+            "configuration does not give.",
+            fix="Add a sample file for each to `inputs`.",
         )
     order = [p for p in parameters if p.name in given]
     gap = next((i for i, p in enumerate(parameters) if p.name not in given), len(parameters))
@@ -124,8 +125,8 @@ def _check_keywords(after_gap: list[inspect.Parameter], keyword: tuple[str, ...]
     if only:
         raise LoadError(
             f"model \"{spec.name}\": forward takes {_quoted(only)} by position only, after a "
-            "parameter the configuration leaves out. Fix: give a sample for every parameter "
-            f"before {_quoted(only)}."
+            "parameter the configuration leaves out.",
+            fix=f"Give a sample for every parameter before {_quoted(only)}.",
         )
 
 
@@ -139,9 +140,9 @@ def _bind_by_position(parameters: list[inspect.Parameter], given: list[str],
             f"model \"{spec.name}\": `inputs` names {_quoted(given)}, which "
             f"{type_name(spec)}.forward does not take (its parameters: {_quoted(known)}), and "
             f"they cannot bind by position: forward has {len(required)} required positional "
-            f"parameter(s) ({_quoted(required)}), the configuration gives {len(given)}. Fix: "
-            "name each input after a parameter of forward, or give one sample per required "
-            "parameter, in forward's order."
+            f"parameter(s) ({_quoted(required)}), the configuration gives {len(given)}.",
+            fix="Name each input after a parameter of forward, or give one sample per required "
+                "parameter, in forward's order.",
         )
     pairs = ", ".join(f'"{name}" -> {parameter}' for name, parameter in zip(given, required,
                                                                          strict=True))
@@ -158,8 +159,8 @@ def _bind_zoo(parameters: list[inspect.Parameter], arrays: tuple[np.ndarray, ...
     if len(arrays) > len(positional):
         raise LoadError(
             f"model \"{spec.name}\": the sample folder holds {len(arrays)} inputs per data set "
-            f"but forward takes {len(positional)}. Fix: keep input_0.pb ... input_"
-            f"{len(positional) - 1}.pb in parameter order."
+            f"but forward takes {len(positional)}.",
+            fix=f"Keep input_0.pb ... input_{len(positional) - 1}.pb in parameter order.",
         )
     names = tuple(parameter.name for parameter in positional[: len(arrays)])
     required = [p.name for p in parameters if p.name not in names
@@ -167,7 +168,8 @@ def _bind_zoo(parameters: list[inspect.Parameter], arrays: tuple[np.ndarray, ...
     if required:
         raise LoadError(
             f"model \"{spec.name}\": forward needs {_quoted(required)} too, but the sample "
-            "folder has no input file for them. Fix: add input_K.pb files in parameter order."
+            "folder has no input file for them.",
+            fix="Add input_K.pb files in parameter order.",
         )
     return BoundInputs(names, dict(zip(names, arrays, strict=True)))
 
@@ -182,7 +184,8 @@ def _check_axes(spec: ModelSpec, bound: BoundInputs) -> None:
             raise LoadError(
                 f"model \"{spec.name}\": `dynamic-axes` declares axis {beyond[0]} of input "
                 f"\"{name}\", but its samples have rank {array.ndim} (shape {list(array.shape)}, "
-                f"axis 0 = samples). Fix: number axes from 0 up to {array.ndim - 1}."
+                f"axis 0 = samples).",
+                fix=f"Number axes from 0 up to {array.ndim - 1}.",
             )
 
 

@@ -48,8 +48,8 @@ def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
     module = _call_factory(spec.factory, factory, repo)
     if not isinstance(module, torch.nn.Module):
         raise LoadError(
-            f'factory "{spec.factory}" returned {type(module).__name__}, not a torch.nn.Module. '
-            "Fix: make the factory return the model instance (e.g. `return MyNet()`)."
+            f'factory "{spec.factory}" returned {type(module).__name__}, not a torch.nn.Module.',
+            fix="Make the factory return the model instance (e.g. `return MyNet()`).",
         )
     if spec.weights is not None:
         _load_weights(module, spec.weights, repo)
@@ -93,8 +93,8 @@ def _resolve_attribute(module: Any, attribute: str, reference: str, role: str,
             close = difflib.get_close_matches(part, names, n=1)
             hint = f' Did you mean "{close[0]}"?' if close else ""
             raise LoadError(
-                f'{role} "{reference}": "{part}" is not defined in {module.__name__}.{hint} '
-                f"Fix: name {wanted}."
+                f'{role} "{reference}": "{part}" is not defined in {module.__name__}.{hint}',
+                fix=f"Name {wanted}.",
             )
         target = getattr(target, part)
     return target
@@ -102,8 +102,8 @@ def _resolve_attribute(module: Any, attribute: str, reference: str, role: str,
 
 def _call_factory(reference: str, factory: Any, repo: Path) -> Any:
     if not callable(factory):
-        raise LoadError(f'factory "{reference}" is not callable. Fix: point it at a class or '
-                        "function.")
+        raise LoadError(f'factory "{reference}" is not callable.',
+                        fix="Point it at a class or function.")
     try:
         return factory()
     except (Exception, SystemExit) as error:  # sys.exit() in a factory is a load error too
@@ -115,12 +115,13 @@ def _user_code_error(what: str, error: BaseException, repo: Path) -> LoadError:
     where = f" at {file}:{line}" if file else ""
     mismatch = mismatch_message(error)  # torchvision built for another torch, e.g. CUDA
     if mismatch is not None:
-        return LoadError(f"{what}{where}: {mismatch}", file, line)
+        return LoadError(f"{what}{where}: {mismatch.message}", file, line, fix=mismatch.fix)
     return LoadError(
-        f"{what}{where}: {type(error).__name__}: {error}. Fix: make the factory run on its own "
-        f"(`python -c \"import ...\"` from the repository root reproduces it).",
+        f"{what}{where}: {type(error).__name__}: {error}",
         file,
         line,
+        fix="Make the factory run on its own (`python -c \"import ...\"` from the repository "
+            "root reproduces it).",
     )
 
 
@@ -129,8 +130,8 @@ def _load_weights(module: Any, weights: Path, repo: Path) -> None:
 
     shown = weights.resolve().relative_to(repo.resolve()).as_posix()
     if not weights.is_file():
-        raise LoadError(f'weights "{shown}" does not exist. Fix: commit the file or correct '
-                        "`weights`.")
+        raise LoadError(f'weights "{shown}" does not exist.',
+                        fix="Commit the file or correct `weights`.")
     refuse_pointer(weights, f'weights "{shown}" (config key `weights`)')
     try:
         state = torch.load(weights, weights_only=True, map_location="cpu")
@@ -140,8 +141,8 @@ def _load_weights(module: Any, weights: Path, repo: Path) -> None:
         state = state["state_dict"]
     if not isinstance(state, dict):
         raise LoadError(
-            f'weights "{shown}" hold a {type(state).__name__}, not a state_dict. '
-            "Fix: save `model.state_dict()`."
+            f'weights "{shown}" hold a {type(state).__name__}, not a state_dict.',
+            fix="Save `model.state_dict()`.",
         )
     _apply_state(module, state, shown)
 
@@ -154,12 +155,13 @@ def _weights_refused(shown: str, error: BaseException) -> LoadError:
         return LoadError(
             f'weights "{shown}" were refused because loading them would execute code: the '
             f"pickle holds Python objects other than tensors ({refused}); torch.load("
-            "weights_only=True) never runs code from a pickle. Fix: save a plain state_dict "
-            "with `torch.save(model.state_dict(), path)`."
+            "weights_only=True) never runs code from a pickle.",
+            fix="Save a plain state_dict with `torch.save(model.state_dict(), path)`.",
         )
     return LoadError(
-        f'weights "{shown}" cannot be read: {_first_line(error)}. Fix: save a plain state_dict '
-        "with `torch.save(model.state_dict(), path)` and commit the whole file."
+        f'weights "{shown}" cannot be read: {_first_line(error)}.',
+        fix="Save a plain state_dict with `torch.save(model.state_dict(), path)` and commit the "
+            "whole file.",
     )
 
 
@@ -170,15 +172,15 @@ def _apply_state(module: Any, state: dict[str, Any], shown: str) -> None:
     if missing or unexpected:
         raise LoadError(
             f'weights "{shown}" do not match the model: missing keys {_few(missing)}, '
-            f"unexpected keys {_few(unexpected)}. Fix: save the state_dict of the same "
-            f"architecture the factory builds."
+            f"unexpected keys {_few(unexpected)}.",
+            fix="Save the state_dict of the same architecture the factory builds.",
         )
     try:
         module.load_state_dict(state, strict=True)
     except RuntimeError as error:
         raise LoadError(
-            f'weights "{shown}" do not fit the model: {_first_line(error, limit=400)}. '
-            f"Fix: save the state_dict of the same architecture the factory builds."
+            f'weights "{shown}" do not fit the model: {_first_line(error, limit=400)}.',
+            fix="Save the state_dict of the same architecture the factory builds.",
         ) from None
 
 

@@ -43,8 +43,10 @@ def probe_model(model: NewModel, repo: Path) -> ProbeResult:
         arrays = _samples(model, parameters, repo)
         check_against_forward(model, tuple(arrays), parameters)
         return ProbeResult(parameters, arrays)
-    except LoadError as error:
-        return ProbeResult(problem=str(error))
+    except LoadError as error:  # init ends with it as a UserError: the text carries the fix
+        text = str(error)
+        fix = f"{'' if text.endswith('.') else '.'} Fix: {error.fix}" if error.fix else ""
+        return ProbeResult(problem=f"{text}{fix}")
 
 
 def _spec(model: NewModel, repo: Path) -> ModelSpec:

@@ -35,7 +35,9 @@ class Where:
     key: str
 
     def error(self, what: str, fix: str) -> SampleError:
-        return SampleError(f"Sample file {self.file} (config key `{self.key}`) {what}. Fix: {fix}")
+        """`what` went wrong with this file; `fix` (a clause) becomes the finding's one fix."""
+        return SampleError(f"Sample file {self.file} (config key `{self.key}`) {what}.",
+                           fix=f"{fix[:1].upper()}{fix[1:]}.")
 
 
 @dataclass

@@ -17,6 +17,7 @@ import importlib.util
 import re
 import traceback
 from pathlib import Path
+from typing import NamedTuple
 
 TORCH_CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # torch release -> the companion releases built against it. torchaudio has no release for
@@ -60,8 +61,15 @@ def missing_release_note(pip_output: str, torch_version: str | None) -> str:
     return "".join(notes)
 
 
-def mismatch_message(error: BaseException) -> str | None:
-    """The fix for a companion package that cannot load next to this torch, or None."""
+class Mismatch(NamedTuple):
+    """A companion package that cannot load next to this torch: what it is, and the fix."""
+
+    message: str
+    fix: str
+
+
+def mismatch_message(error: BaseException) -> Mismatch | None:
+    """Why a companion package cannot load next to this torch, and the fix; or None."""
     text = f"{type(error).__name__}: {error}"
     package = _package(error, text)
     if package is None:
@@ -73,10 +81,10 @@ def mismatch_message(error: BaseException) -> str | None:
     why = f" Its native library does not load: {evidence}." if evidence else ""
     kind = ("a CUDA build" if CUDA_LIBRARY.search(f"{text} {evidence}")
             else "a build for another torch release")
-    return (
+    fix = _fix(package, pairs, torch_version)
+    return Mismatch(
         f"{package} {installed} cannot be imported next to torch {torch_version} ({text}): it "
-        f"is {kind}.{why} Fix: {_fix(package, pairs, torch_version)}"
-    )
+        f"is {kind}.{why}", f"{fix[:1].upper()}{fix[1:]}")
 
 
 def _fix(package: str, pairs: str | None, torch_version: str) -> str:

@@ -175,7 +175,7 @@ def _finding_lines(finding: Finding, source_base: str | None, detail: int) -> li
         lines += ["  ```python", f"  {source}", "  ```"]
     if finding.allowed_by:
         lines.append(f"  Allowed by `allow-warnings`: {_inline(finding.allowed_by)}")
-    elif finding.severity != Severity.NOTE:
+    elif finding.severity != Severity.NOTE or finding.fix:  # a note's own fix, not the catalogue's
         lines.append(f"  **Fix:** {finding.suggested_fix}")
     return lines
 
