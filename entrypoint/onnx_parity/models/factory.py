@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import os
 import random
 import sys
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from onnx_parity.locations import error_location, shorten
 from onnx_parity.models.lfs import refuse_pointer
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.models.torch_builds import mismatch_message
-from onnx_parity.settings import ModelSpec
+from onnx_parity.settings import ModelSpec, SourceFolders
 
 SEED = 0
 
@@ -44,7 +45,7 @@ def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
     import torch
 
     seed_everything()
-    factory = _import_factory(spec.factory, repo)
+    factory = _import_factory(spec, repo)
     module = _call_factory(spec.factory, factory, repo)
     if not isinstance(module, torch.nn.Module):
         raise LoadError(
@@ -58,30 +59,40 @@ def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
     return LoadedModel(module, findings)
 
 
-def _import_factory(reference: str, repo: Path) -> Any:
-    return import_callable(reference, repo, "factory", "a class or function that returns the model")
+def _import_factory(spec: ModelSpec, repo: Path) -> Any:
+    return import_callable(spec.factory, repo, "factory",
+                           "a class or function that returns the model", spec.python_path)
 
 
-def import_callable(reference: str, repo: Path, role: str, wanted: str) -> Any:
-    """`module:attribute` imported from the repository root; `role` and `wanted` word the
-    errors (e.g. "factory", "a class or function that returns the model")."""
+def import_callable(reference: str, repo: Path, role: str, wanted: str,
+                    folders: SourceFolders | None = None) -> Any:
+    """`module:attribute` imported from the source folders, then the repository root; `role`
+    and `wanted` word the errors (e.g. "factory", "a class or function that returns the
+    model")."""
     module_name, _, attribute = reference.partition(":")
-    root = str(repo.resolve())
-    if root not in sys.path:
-        sys.path.insert(0, root)
+    root, folders = repo.resolve(), folders or SourceFolders()
+    for entry in reversed([*map(str, folders.folders), str(root)]):  # folders first, then root
+        if entry not in sys.path:
+            sys.path.insert(0, entry)
     try:
         module = importlib.import_module(module_name)
     except ModuleNotFoundError as error:
         if error.name and module_name.startswith(error.name):
-            raise LoadError(
-                f'{role} "{reference}": module "{module_name}" was not found under the '
-                f"repository root. Fix: check the module path (dotted, relative to the repository "
-                f"root, e.g. models.cnn for models/cnn.py)."
-            ) from None
+            raise _not_found(reference, role, root, folders) from None
         raise _user_code_error(f'importing "{module_name}" failed', error, repo) from None
     except (Exception, SystemExit) as error:  # the user's module raised while importing
         raise _user_code_error(f'importing "{module_name}" failed', error, repo) from None
     return _resolve_attribute(module, attribute, reference, role, wanted)
+
+
+def _not_found(reference: str, role: str, root: Path, folders: SourceFolders) -> LoadError:
+    module_name = reference.partition(":")[0]
+    return LoadError(
+        f'{role} "{reference}": module "{module_name}" was not found; looked in '
+        f"{folders.searched(root)}.",
+        fix="Check the module path: dotted, from the repository root or a source folder (e.g. "
+            "models.cnn for models/cnn.py). A package kept in another folder is found once the "
+            '`python-path` key names that folder, e.g. python-path = ["lib"].')
 
 
 def _resolve_attribute(module: Any, attribute: str, reference: str, role: str,
@@ -116,6 +127,8 @@ def _user_code_error(what: str, error: BaseException, repo: Path) -> LoadError:
     mismatch = mismatch_message(error)  # torchvision built for another torch, e.g. CUDA
     if mismatch is not None:
         return LoadError(f"{what}{where}: {mismatch.message}", file, line, fix=mismatch.fix)
+    if isinstance(error, FileNotFoundError) and isinstance(error.filename, (str, bytes)):
+        return _missing_file(f"{what}{where}", os.fsdecode(error.filename), file, line)
     return LoadError(
         f"{what}{where}: {type(error).__name__}: {error}",
         file,
@@ -123,6 +136,20 @@ def _user_code_error(what: str, error: BaseException, repo: Path) -> LoadError:
         fix="Make the factory run on its own (`python -c \"import ...\"` from the repository "
             "root reproduces it).",
     )
+
+
+def _missing_file(what: str, name: str, file: str | None, line: int | None) -> LoadError:
+    """A file the user's code opened does not exist; factories and forward run with the
+    repository root as the working directory (pipeline/one_model.py)."""
+    if os.path.isabs(name):
+        return LoadError(f'{what}: FileNotFoundError: "{name}" does not exist.', file, line,
+                         fix="Commit the file inside the repository and open it by a path "
+                             "relative to the repository root (the working directory).")
+    return LoadError(
+        f'{what}: FileNotFoundError: "{name}" does not exist (opened relative to the working '
+        "directory, the repository root).", file, line,
+        fix=f'Commit "{name}" at that path, or correct the path the code opens: relative paths '
+            "open from the repository root, as when you run the factory there.")
 
 
 def _load_weights(module: Any, weights: Path, repo: Path) -> None:

@@ -17,7 +17,13 @@ import numpy as np
 
 from onnx_parity.models.factory import build_model, import_callable
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.settings import FLOAT_DTYPES, InputRequest, ModelSpec, NewModel
+from onnx_parity.settings import (
+    FLOAT_DTYPES,
+    InputRequest,
+    ModelSpec,
+    NewModel,
+    found_source_folders,
+)
 
 # The random samples are the same on every machine and every run.
 SEED = 0
@@ -52,7 +58,8 @@ def probe_model(model: NewModel, repo: Path) -> ProbeResult:
 def _spec(model: NewModel, repo: Path) -> ModelSpec:
     weights = (repo / model.weights) if model.weights else None
     return ModelSpec(name=model.name, factory=model.factory, weights=weights, inputs={},
-                     outputs=(), dynamic_axes={}, allow_warnings=())
+                     outputs=(), dynamic_axes={}, allow_warnings=(),
+                     python_path=found_source_folders(repo.resolve(), model.factory))
 
 
 def forward_parameters(module: Any) -> tuple[Parameter, ...]:

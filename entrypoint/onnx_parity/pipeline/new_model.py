@@ -7,6 +7,7 @@ is plain data (parameter names, numpy arrays, or the problem in words).
 
 from __future__ import annotations
 
+import contextlib
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -22,9 +23,11 @@ JOB_FUNCTION = "onnx_parity.pipeline.new_model:probe_job"
 
 def probe_job(payload: tuple[NewModel, Path], _workdir: Path, _progress: object) -> ProbeResult:
     """The worker's job (isolation/worker.py calls it with the unpickled payload, the worker's
-    folder and its progress callback; the probe needs neither of the last two)."""
+    folder and its progress callback; the probe needs neither of the last two). The factory
+    runs with the repository root as the working directory, as in a check (one_model.py)."""
     model, repo = payload
-    return probe_model(model, repo)
+    with contextlib.chdir(repo.resolve()):
+        return probe_model(model, repo)
 
 
 def probe_in_worker(model: NewModel, repo: Path, environ: Mapping[str, str]) -> ProbeResult:

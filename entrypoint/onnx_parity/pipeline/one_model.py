@@ -8,6 +8,7 @@ finding: it calls each stage in order and keeps the ledger.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import sys
@@ -138,14 +139,19 @@ class _Step:
 
 
 def run_model(job: ModelJob, workdir: Path, progress: Progress) -> ModelResult:
-    spec, repo = job.spec, job.repo
+    """The worker's job. Factories and forward run with the repository root as the working
+    directory, as its owner runs them: a factory may open "configs/m.json". Every file the
+    worker itself writes is at an absolute path in `workdir`, so the change of directory
+    touches none of them (and it is undone on return, for run_in_process)."""
+    spec, repo, workdir = job.spec, job.repo, workdir.resolve()
     reads = record_reads(repo)
     _tolerant_console()
     if job.threads:
         print(f"onnx-parity: {use_torch_threads(job.threads)}; onnxruntime {job.threads}")
     ledger = Ledger(spec)
     try:
-        _stages(job, workdir, ledger, Timer(ledger, progress, time.monotonic()))
+        with contextlib.chdir(repo.resolve()):
+            _stages(job, workdir, ledger, Timer(ledger, progress, time.monotonic()))
     except LoadError as error:
         ledger.findings.append(load_finding(error))
     except ReferenceFailure as error:  # PyTorch cannot run the samples before any export

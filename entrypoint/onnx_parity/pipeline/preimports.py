@@ -13,6 +13,8 @@ transformers load their classes lazily on attribute access, and that access is t
 from __future__ import annotations
 
 import ast
+import functools
+import importlib.util
 import sys
 from collections.abc import Iterable, Sequence
 from importlib import metadata
@@ -26,46 +28,73 @@ _OURS = {"onnx_parity", "__future__"}
 
 
 def installed_imports(specs: Sequence[ModelSpec], repo: Path) -> tuple[str, ...]:
-    """Preload entries for the installed packages the factories' modules import, sorted."""
+    """Preload entries for the installed packages the factories' modules import, sorted.
+
+    The repository's own packages are never among them, installed or not (`pip install -e .`):
+    every top-level name found under the root or a source folder (`python-path`, or what the
+    build configuration names), and every installed package whose files lie in the repository.
+    """
     root = repo.resolve()
+    folders = tuple(dict.fromkeys(folder for spec in specs for folder in spec.python_path.folders))
+    own = (root, folders)
     installed = set(metadata.packages_distributions())
     wanted: dict[str, set[str]] = {}
     queue = [spec.factory.partition(":")[0] for spec in specs]
     read: set[Path] = set()
     while queue and len(read) < MAX_FILES:
         module = queue.pop()
-        path = module_file(root, module)
+        path = module_file(root, module, folders)
         if path is None:
-            _keep(wanted, module, (), installed, root)
+            _keep(wanted, module, (), installed, own)
             continue
         if path in read:
             continue
         read.add(path)
         for target, names in _imports(path, module):
-            if module_file(root, target) is not None:
+            if module_file(root, target, folders) is not None:
                 queue += [target, *(f"{target}.{name}" for name in names)]
             else:
-                _keep(wanted, target, names, installed, root)
+                _keep(wanted, target, names, installed, own)
     return tuple(f"{name}:{','.join(sorted(names))}" if names else name
                  for name, names in sorted(wanted.items()))
 
 
-def module_file(root: Path, module: str) -> Path | None:
-    """The repository's file for dotted `module`, without importing anything."""
-    base = root.joinpath(*module.split("."))
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
+def module_file(root: Path, module: str, folders: Sequence[Path] = ()) -> Path | None:
+    """The repository's file for dotted `module`, looked for in the source folders, then the
+    root (the order of sys.path in the worker), without importing anything."""
+    for base in (*folders, root):
+        path = base.joinpath(*module.split("."))
+        for candidate in (path.with_suffix(".py"), path / "__init__.py"):
+            if candidate.is_file():
+                return candidate
     return None
 
 
+@functools.cache
+def _owned(top: str, root: Path, folders: tuple[Path, ...]) -> bool:
+    """`top` is the repository's own package: it shadows any installed one in the worker, or
+    the installed one is the repository's code (an editable install points into it)."""
+    if any(module_file(base, top) is not None or (base / top).is_dir()
+           for base in (*folders, root)):
+        return True
+    try:
+        found = importlib.util.find_spec(top)  # finds the package, imports nothing of it
+    except (ImportError, ValueError):
+        return False
+    if found is None:
+        return False
+    places = [found.origin] if found.has_location and found.origin else []
+    places += list(found.submodule_search_locations or [])
+    return any(Path(place).resolve().is_relative_to(root) for place in places)
+
+
 def _keep(wanted: dict[str, set[str]], module: str, names: Iterable[str],
-          installed: set[str], root: Path) -> None:
+          installed: set[str], own: tuple[Path, tuple[Path, ...]]) -> None:
     top = module.split(".")[0]
     if top in _OURS or top in sys.stdlib_module_names or top not in installed:
         return
-    if module_file(root, top) is not None or (root / top).is_dir():
-        return  # the repository's own module shadows the installed one in the worker
+    if _owned(top, *own):
+        return
     wanted.setdefault(module, set()).update(name for name in names if name != "*")
 
 

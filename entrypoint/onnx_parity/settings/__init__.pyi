@@ -14,6 +14,7 @@ from .schema import (
     Settings,
     declared_keys,
 )
+from .source_folders import SourceFolders, found_source_folders
 from .source_root import source_root
 from .values import ConfigError
 
@@ -32,8 +33,10 @@ __all__ = [
     "ModelSpec",
     "NewModel",
     "Settings",
+    "SourceFolders",
     "declared_keys",
     "entry_header",
+    "found_source_folders",
     "load_settings",
     "model_entry",
     "new_model",

@@ -7,8 +7,11 @@ instead. The keys themselves are declared in settings/schema.py.
 
 from __future__ import annotations
 
+from onnx_parity.settings.paths import resolve_inside
+from onnx_parity.settings.source_folders import SourceFolders
 from onnx_parity.settings.values import (
     ConfigError,
+    KeyContext,
     did_you_mean,
     finite_number,
     integer,
@@ -147,3 +150,14 @@ def drift_ratio_value(value: object, where: str) -> float:
             f"the baseline before a drift-regression warning, e.g. {DEFAULT_DRIFT_WARNING_RATIO:g}."
         )
     return float(number)
+
+
+def python_path_value(value: object, context: KeyContext) -> SourceFolders:
+    """Folders searched before the repository root for the factory's modules; they replace
+    what the build configuration names (settings/source_folders.py)."""
+    fix = 'an array of folders relative to the repository root, e.g. python-path = ["lib"]'
+    if not isinstance(value, list) or not all(isinstance(item, str) for item in value):
+        raise wrong_type(context.where, value, fix)
+    no_duplicates(tuple(value), context.where, "list each folder once")
+    folders = tuple(resolve_inside(context.root, raw, context.where) for raw in value)
+    return SourceFolders(folders, context.where)

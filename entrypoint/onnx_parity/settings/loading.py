@@ -16,6 +16,7 @@ from typing import Any
 from onnx_parity.settings.config_file import Table, find_config
 from onnx_parity.settings.model_keys import ALLOW_WARNING_KEYS, MODEL_NAME
 from onnx_parity.settings.schema import Key, ModelSpec, Settings, declared_keys
+from onnx_parity.settings.source_folders import found_source_folders
 from onnx_parity.settings.values import ConfigError, KeyContext, Place, check_keys, show_value
 
 __all__ = ["ALLOW_WARNING_KEYS", "MODEL_KEYS", "TOP_KEYS", "load_settings"]
@@ -109,7 +110,10 @@ def _model(entry: object, index: int, file: Place, common: dict[str, Any],
         )
     check_keys(entry, MODEL_KEYS, place)
     _require(entry, place)
-    return ModelSpec(**{**common, **_fields(_read(entry, KEYS, place, root))})
+    fields = {**common, **_fields(_read(entry, KEYS, place, root))}
+    # Without python-path, the factory's package is where the build configuration says.
+    fields.setdefault("python_path", found_source_folders(root, fields["factory"]))
+    return ModelSpec(**fields)
 
 
 def _model_label(entry: object, index: int) -> str:

@@ -37,6 +37,7 @@ from onnx_parity.settings.checks import (
     memory_limit_value,
     opset_value,
     optimization_value,
+    python_path_value,
     sqnr_value,
     timeout_value,
     tolerance_value,
@@ -54,6 +55,7 @@ from onnx_parity.settings.model_keys import (
     outputs_value,
     weights_value,
 )
+from onnx_parity.settings.source_folders import SourceFolders
 from onnx_parity.settings.values import KeyContext
 
 __all__ = [
@@ -161,8 +163,8 @@ class ModelSpec:
         "factory", kind='string `"module:callable"`', check=plain(factory_value),
         model_only=True, example='factory = "models.net:build_model"',
         doc="A dotted module path, a colon, then a dotted attribute (`\"pkg.zoo:Models.resnet\"` "
-            "works too). It is imported from the repository root; calling it with no "
-            "arguments returns the `nn.Module`.")
+            "works too). It is imported from the source folders (`python-path`), then the "
+            "repository root; calling it with no arguments returns the `nn.Module`.")
     # Absolute paths, each checked to lie inside the repository.
     weights: Path | None = setting(
         "weights", kind="path", check=weights_value, default=None, shown="none",
@@ -261,6 +263,17 @@ class ModelSpec:
         doc="Below it a variant fails the model (`variant-degraded`): the share of rows whose "
             "argmax over the last axis agrees with PyTorch's, for float outputs of rank >= 2. "
             f"{_OVERRIDES}")
+    # Absolute folders inside the repository; found from the build files when the key is unset.
+    python_path: SourceFolders = setting(
+        "python-path", SourceFolders(), kind="array of folder paths",
+        check=python_path_value, shown="found from the build configuration",
+        example='python-path = ["lib"]',
+        doc="Folders, relative to the repository root, searched before the root for the "
+            "factory's modules (and put on `sys.path` in the worker). Left out, they are read "
+            "from the build configuration: setuptools' `packages.find.where` or `package-dir`, "
+            "hatch's wheel `packages` or `sources`, pdm's `package-dir`, poetry's `packages` "
+            "`from` (pyproject.toml), setup.cfg's `[options]`; else `src/` when it holds the "
+            f"factory's top-level package. {_OVERRIDES}")
     drift_warning_ratio: float = setting(
         "drift-warning-ratio", kind="number >= 1", check=plain(drift_ratio_value),
         default=DEFAULT_DRIFT_WARNING_RATIO, measured=False, example="drift-warning-ratio = 20",

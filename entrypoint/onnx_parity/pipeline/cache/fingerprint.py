@@ -73,7 +73,7 @@ def input_files(spec: ModelSpec) -> list[Path]:
 
 def _factory_file(spec: ModelSpec, root: Path) -> list[str | None]:
     """A factory module that did not exist yet must not match an entry once it does."""
-    path = module_file(root, spec.factory.partition(":")[0])
+    path = module_file(root, spec.factory.partition(":")[0], spec.python_path.folders)
     return [None, None] if path is None else [_relative(path, root), file_sha256(path)]
 
 
