@@ -7,7 +7,7 @@ latency (report/variants_table.py) differ between runs.
 
 from __future__ import annotations
 
-from onnx_parity.findings import Finding, Severity
+from onnx_parity.findings import CATALOGUE, Finding, Severity
 from onnx_parity.report.drift_chart import drift_chart
 from onnx_parity.report.variants_table import variants_section
 from onnx_parity.results import ModelResult, OutputComparison, RunResult
@@ -175,9 +175,14 @@ def _finding_lines(finding: Finding, source_base: str | None, detail: int) -> li
         lines += ["  ```python", f"  {source}", "  ```"]
     if finding.allowed_by:
         lines.append(f"  Allowed by `allow-warnings`: {_inline(finding.allowed_by)}")
-    elif finding.severity != Severity.NOTE or finding.fix:  # a note's own fix, not the catalogue's
+    elif finding.severity != Severity.NOTE or _own_fix(finding):
         lines.append(f"  **Fix:** {finding.suggested_fix}")
     return lines
+
+
+def _own_fix(finding: Finding) -> bool:
+    """A note shows its fix only when it is the note's own (the catalogue's is in the docs)."""
+    return finding.suggested_fix != CATALOGUE[finding.code].fix
 
 
 def _location(finding: Finding, source_base: str | None) -> str:
