@@ -29,6 +29,7 @@ Code: TypeAlias = Literal[
     "load-error", "export-error", "runtime-error", "crash", "timeout", "variant-degraded",
     "fp16-overflow", "variant-error", "out-of-memory", "optimizer-drift", "shape-not-checked",
     "positional-binding", "drift-regression",
+    "output-layout",
 ]
 CODES: tuple[Code, ...] = get_args(Code)
 
@@ -225,6 +226,15 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "Find what this change did to the model or its export (the comparison table names the "
         "output and batch size); if the new figure is expected, raise `drift-warning-ratio` "
         "for this model.",
+    ),
+    "output-layout": CodeInfo(
+        Severity.NOTE,
+        "an output PyTorch returns as a complex tensor or a Python number was compared in the "
+        "layout the exporter gave it: (real, imaginary) pairs on a last axis of 2, or a 0-d "
+        "tensor",
+        "Nothing to do if the code that runs the ONNX model reads the output that way "
+        "(`torch.view_as_complex` or `x[..., 0] + 1j * x[..., 1]` for a complex output, "
+        "`.item()` for a number).",
     ),
 }
 

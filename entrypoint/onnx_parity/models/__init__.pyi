@@ -7,7 +7,15 @@ from .factory import LoadedModel, build_model
 from .load_errors import LoadError, load_finding
 from .model_zoo import GoldenCase
 from .probe import ProbeResult, probe_model
-from .reference import Call, Reference, ReferenceFailure, as_call, batch_arrays, run_reference
+from .reference import (
+    Call,
+    OutputKind,
+    Reference,
+    ReferenceFailure,
+    as_call,
+    batch_arrays,
+    run_reference,
+)
 from .samples import SampleSet, load_samples
 from .shapes import Dimension, dimensions, input_shapes, resize, widened_for_export
 from .torch_builds import companion_pins, installed_version, missing_release_note
@@ -19,6 +27,7 @@ __all__ = [
     "GoldenCase",
     "LoadError",
     "LoadedModel",
+    "OutputKind",
     "ProbeResult",
     "Reference",
     "ReferenceFailure",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, TypeAlias
 
 import numpy as np
 
@@ -13,6 +13,9 @@ from onnx_parity.models.batches import cut_batch
 from onnx_parity.models.binding import BoundInputs
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]  # forward's positional and keyword arguments
+# What one output is in PyTorch: a tensor, a complex tensor, or a Python number (int, float or
+# bool). The exporters lay the last two out their own way; verification decides how to compare.
+OutputKind: TypeAlias = Literal["tensor", "complex", "number"]
 
 
 class ReferenceFailure(ModelProblem):
@@ -45,10 +48,15 @@ def as_call(feed: dict[str, np.ndarray], bound: BoundInputs) -> Call:
 
 @dataclass(frozen=True)
 class Reference:
-    """PyTorch's outputs, flat, with names from the structure forward returned (or None)."""
+    """PyTorch's outputs, flat, with names from the structure forward returned (or None).
+
+    `arrays` holds each output as PyTorch gave it: a complex tensor stays complex, a Python
+    number is a 0-d array (int64, float64 or bool); `kinds` says which each one is.
+    """
 
     names: tuple[str | None, ...]
     arrays: tuple[np.ndarray, ...]
+    kinds: tuple[OutputKind, ...]
 
 
 def run_reference(module: Any, call: Call) -> Reference:
@@ -65,18 +73,36 @@ def run_reference(module: Any, call: Call) -> Reference:
 
 
 def flatten_outputs(result: Any) -> Reference:
-    """Tensors in the order both exporters flatten them (pytree order); None leaves dropped.
+    """Tensors and Python numbers in the order both exporters flatten them (pytree order);
+    None and other leaves dropped.
 
-    A dict or tuple output names each tensor by its place (`logits`, `rest.0`), which reads
+    A dict or tuple output names each value by its place (`logits`, `rest.0`), which reads
     better in the report than the exporter's internal names (`mul`, `add_3`).
     """
-    import torch
     from torch.utils import _pytree
 
-    pairs = [(path, leaf) for path, leaf in _pytree.tree_flatten_with_path(result)[0]
-             if isinstance(leaf, torch.Tensor)]
-    return Reference(tuple(_path_name(path) for path, _ in pairs),
-                     tuple(leaf.detach().cpu().numpy() for _, leaf in pairs))
+    pairs = [(path, kind, leaf) for path, leaf in _pytree.tree_flatten_with_path(result)[0]
+             if (kind := _kind(leaf)) is not None]
+    return Reference(tuple(_path_name(path) for path, _, _ in pairs),
+                     tuple(_as_array(leaf) for _, _, leaf in pairs),
+                     tuple(kind for _, kind, _ in pairs))
+
+
+def _kind(leaf: Any) -> OutputKind | None:
+    import torch
+
+    if isinstance(leaf, torch.Tensor):
+        return "complex" if leaf.is_complex() else "tensor"
+    return "number" if isinstance(leaf, bool | int | float) else None
+
+
+def _as_array(leaf: Any) -> np.ndarray:
+    import torch
+
+    if isinstance(leaf, torch.Tensor):
+        array: np.ndarray = leaf.detach().cpu().resolve_conj().numpy()
+        return array
+    return np.asarray(leaf)  # a Python number: 0-d int64, float64 or bool
 
 
 def _path_name(path: tuple[Any, ...]) -> str | None:

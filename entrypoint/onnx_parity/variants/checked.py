@@ -166,11 +166,12 @@ def _first_per_output(findings: list[Finding]) -> list[Finding]:
 
 def _cases(session: Session, bound: BoundInputs, spec: ModelSpec,
            runs: Sequence[CutRun]) -> tuple[Case, ...]:
-    """Every cut verification ran, with the PyTorch outputs it computed for it."""
+    """Every cut verification ran, with the PyTorch outputs it computed for it, as compared
+    (a complex output as its (real, imaginary) pairs, a Python number as a 0-d value)."""
     return tuple(
         Case(run.cut.size, ort_feed(session.input_names, bound, run.cut.feed),
              input_shapes(run.cut.feed),
-             output_names(spec, run.reference, session.output_names), run.reference.arrays)
+             output_names(spec, run.reference, session.output_names), run.compared)
         for run in runs if run.reference is not None)
 
 

@@ -6,6 +6,10 @@ an element passes when `|onnx - torch| <= atol + rtol * |torch|`. Integer and bo
 NaN, and +Inf/-Inf only where the reference has the same infinity; those positions count as
 equal (difference 0). All arithmetic is float64 (complex128 for complex outputs) under
 `np.errstate(all="ignore")`, so no numeric input makes these functions raise.
+
+Before that, `as_exported` lays PyTorch's value out the way the exporter laid out the ONNX one
+when PyTorch's is of a kind the exporters change: a complex tensor as (real, imaginary) pairs,
+a Python number as a 0-d tensor. The comparison itself is then the same as for any tensor.
 """
 
 from __future__ import annotations
@@ -15,6 +19,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onnx_parity.models import OutputKind
 from onnx_parity.results import OutputComparison
 
 
@@ -44,6 +49,39 @@ def compare_output(output: str, batch_size: int, torch_value: np.ndarray,
     else:
         figures = _tolerance_figures(reference, candidate, atol, rtol)
     return _result(output, batch_size, reference, candidate, figures)
+
+
+def as_exported(kind: OutputKind, torch_value: np.ndarray,
+                onnx_value: np.ndarray) -> np.ndarray | None:
+    """PyTorch's value in the exporter's layout of its kind, when the ONNX value has that layout.
+
+    A complex tensor: `torch.view_as_real` of it, when the ONNX value has PyTorch's shape plus
+    a last axis of 2 and the matching real dtype (complex64 -> float32, complex128 -> float64).
+    A Python number: a 0-d (or 1-element) array of the ONNX dtype, when that dtype is of the
+    number's kind (int -> int64, float -> a float dtype, bool -> bool). None otherwise: a plain
+    tensor, or a value in another layout, is compared as it is and any mismatch stays.
+    """
+    reference, candidate = np.asarray(torch_value), np.asarray(onnx_value)
+    if kind == "complex" and _real_pairs(reference, candidate):
+        return np.stack((reference.real, reference.imag), axis=-1)
+    if kind == "number" and _one_number(reference, candidate):
+        return reference.astype(candidate.dtype).reshape(candidate.shape)
+    return None
+
+
+def _real_pairs(reference: np.ndarray, candidate: np.ndarray) -> bool:
+    if reference.dtype.kind != "c":
+        return False
+    real = np.finfo(reference.dtype).dtype  # complex64 -> float32, complex128 -> float64
+    return candidate.shape == (*reference.shape, 2) and candidate.dtype == real
+
+
+def _one_number(reference: np.ndarray, candidate: np.ndarray) -> bool:
+    if reference.ndim != 0 or candidate.size != 1 or candidate.ndim > 1:
+        return False
+    if reference.dtype.kind == "i":
+        return candidate.dtype == np.int64  # the exporters hold a Python int (a size) as int64
+    return reference.dtype.kind == candidate.dtype.kind and reference.dtype.kind in "fb"
 
 
 def nonfinite_mismatch(torch_value: np.ndarray, onnx_value: np.ndarray) -> int:

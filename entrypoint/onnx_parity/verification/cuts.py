@@ -24,8 +24,8 @@ from onnx_parity.models import (
 )
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
-from onnx_parity.verification.compare import compare_output, nonfinite_mismatch
-from onnx_parity.verification.outputs import output_names
+from onnx_parity.verification.compare import as_exported, compare_output, nonfinite_mismatch
+from onnx_parity.verification.outputs import Relaid, output_names
 from onnx_parity.verification.runtime import RuntimeFailure, Session, run_session
 
 
@@ -47,6 +47,9 @@ class CutRun:
     runtime_error: RuntimeFailure | None = None
     onnx_count: int = 0
     nonfinite: frozenset[str] = frozenset()
+    # PyTorch's values as compared (a complex or number output in the exporter's layout).
+    compared: tuple[np.ndarray, ...] = ()
+    relaid: tuple[Relaid, ...] = ()  # the outputs so laid out
 
     @property
     def failed(self) -> bool:
@@ -71,7 +74,12 @@ def compare_cut(session: Session, bound: BoundInputs, spec: ModelSpec, cut: Cut,
     except RuntimeFailure as error:
         return CutRun(cut, reference, runtime_error=error)
     names = output_names(spec, reference, session.output_names)
-    pairs = list(zip(names, reference.arrays, actual, strict=False))
+    outputs = list(zip(names, session.output_names, reference.kinds, reference.arrays, actual,
+                       strict=False))
+    laid = [as_exported(kind, ref, out) for _, _, kind, ref, out in outputs]
+    compared = tuple(ref if new is None else new
+                     for (_, _, _, ref, _), new in zip(outputs, laid, strict=True))
+    pairs = [(name, ref, out) for (name, *_, out), ref in zip(outputs, compared, strict=True)]
     shapes = input_shapes(cut.feed)
     rows = tuple(
         dataclasses.replace(compare_output(name, cut.size, ref, out, spec.atol, spec.rtol),
@@ -79,7 +87,11 @@ def compare_cut(session: Session, bound: BoundInputs, spec: ModelSpec, cut: Cut,
         for name, ref, out in pairs
     )
     nonfinite = frozenset(name for name, ref, out in pairs if nonfinite_mismatch(ref, out))
-    return CutRun(cut, reference, rows, onnx_count=len(actual), nonfinite=nonfinite)
+    relaid = tuple(Relaid(name, onnx_name, kind, ref.dtype.name, out.dtype.name)
+                   for (name, onnx_name, kind, ref, out), new in zip(outputs, laid, strict=True)
+                   if new is not None)
+    return CutRun(cut, reference, rows, onnx_count=len(actual), nonfinite=nonfinite,
+                  compared=compared, relaid=relaid)
 
 
 def ort_feed(input_names: tuple[str, ...], bound: BoundInputs,

@@ -1,7 +1,8 @@
 """Outputs compared: their names, the rows of one batch size merged, and the findings they give.
 
 Codes built here: `shape-mismatch` (output count, names or shapes), `dtype-mismatch`,
-`parity-mismatch` and `nan-or-inf` (also the note for NaN/Inf inside the samples).
+`parity-mismatch` and `nan-or-inf` (also the note for NaN/Inf inside the samples), and the
+`output-layout` note (a complex or Python-number output compared in the exporter's layout).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from collections.abc import Iterable
 
 from onnx_parity.export import ModelFacts
 from onnx_parity.findings import CATALOGUE, Finding, Severity
-from onnx_parity.models import Reference
+from onnx_parity.models import OutputKind, Reference
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
 
@@ -46,14 +47,51 @@ def output_names(spec: ModelSpec, reference: Reference,
     return onnx_names
 
 
+@dataclasses.dataclass(frozen=True)
+class Relaid:
+    """An output compared in the layout the exporter gave its kind (compare.as_exported)."""
+
+    output: str  # its name in the report
+    onnx_output: str  # the ONNX model's name for it
+    kind: OutputKind  # "complex" or "number"
+    torch_dtype: str  # PyTorch's dtype (complex64) or the Python number's ("int64": an int)
+    onnx_dtype: str
+
+
+def layout_notes(relaid: Iterable[Relaid]) -> list[Finding]:
+    """One note per output compared in the exporter's layout, from the first cut that did."""
+    first: dict[str, Relaid] = {}
+    for r in relaid:
+        first.setdefault(r.output, r)
+    return [_layout_note(r) for r in first.values()]
+
+
+# The dtype a Python number has in PyTorch's outputs (models/reference.py) -> its type.
+_PYTHON_TYPE = {"int64": "int", "float64": "float", "bool": "bool"}
+
+
+def _layout_note(r: Relaid) -> Finding:
+    if r.kind == "complex":
+        text = (f'output "{r.output}" is a {r.torch_dtype} tensor in PyTorch; the ONNX output '
+                f'"{r.onnx_output}" holds it as {r.onnx_dtype} with a last axis of 2 (real, '
+                "imaginary), so it was compared with `torch.view_as_real` of PyTorch's value")
+    else:
+        python = _PYTHON_TYPE.get(r.torch_dtype, r.torch_dtype)
+        text = (f'output "{r.output}" is a Python {python} in PyTorch; the ONNX output '
+                f'"{r.onnx_output}" holds it in a one-element tensor ({r.onnx_dtype}), so it '
+                "was compared as a 0-d value")
+    return Finding("output-layout", text, details={"output": r.output})
+
+
 def count_mismatch(size: int, torch_count: int, onnx_names: tuple[str, ...]) -> Finding:
     """One per cut; the cuts and batch sizes that repeat it merge into one (repeats.py)."""
     return Finding(
         "shape-mismatch",
-        f"at batch {size} PyTorch returned {torch_count} tensor(s) but the ONNX "
-        f"model has {len(onnx_names)} output(s) {list(onnx_names)}",
+        f"at batch {size} PyTorch returned {torch_count} tensor(s) and Python number(s) but "
+        f"the ONNX model has {len(onnx_names)} output(s) {list(onnx_names)}",
         fix="Return a flat tuple of tensors from forward: the exporters drop None and "
-            "non-tensor values, so the two sides count the outputs differently.",
+            "other values that are neither tensors nor numbers, so the two sides count the "
+            "outputs differently.",
         details={"batch_size": size},
     )
 

@@ -29,7 +29,12 @@ from onnx_parity.verification import axis_runs, frozen
 from onnx_parity.verification.cuts import Cut, CutRun, run_cut
 from onnx_parity.verification.golden import golden_findings
 from onnx_parity.verification.optimizer import optimizer_check
-from onnx_parity.verification.outputs import comparison_findings, count_mismatch, merge_cuts
+from onnx_parity.verification.outputs import (
+    comparison_findings,
+    count_mismatch,
+    layout_notes,
+    merge_cuts,
+)
 from onnx_parity.verification.repeats import merge_repeats
 from onnx_parity.verification.run_failures import native_line, reference_finding, runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
@@ -126,6 +131,7 @@ def verify_model(torch_side: TorchSide, exported: Exported, spec: ModelSpec, rep
     verified.findings += evidence.findings()
     verified.findings += _output_findings(exported, spec, verified)
     verified.findings += golden_findings(session, torch_side.golden, spec)
+    verified.findings += layout_notes(r for run in runner.ran for r in run.relaid)
     verified.runs = [run for run in runner.ran if run.reference and run.runtime_error is None]
     verified.findings = merge_repeats(verified.findings)
     return verified

@@ -65,6 +65,20 @@ class ComplexSpectrum(nn.Module):
         return torch.fft.rfft(x)
 
 
+class OnesOfLength(nn.Module):
+    """`len(x)` is a constant to the TorchScript tracer: the output keeps the export batch."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.new_ones(len(x), 2) * x.sum()
+
+
+class IntRunningSum(nn.Module):
+    """PyTorch's cumsum of int32 gives int64; TorchScript's ONNX CumSum keeps int32."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x.int().cumsum(-1)
+
+
 class Eigenvalues(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return torch.linalg.eigvals(x.reshape(-1, 3, 4)[:, :, :3]).real
