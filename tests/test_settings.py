@@ -555,7 +555,7 @@ def test_backslashes_are_refused_with_forward_slash_fix(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("line", "key", "problem"),
-    [('weights = "weights/cnn.bin"', "weights", '"weights/cnn.bin" is not a state_dict file (expected .pt or .pth)'),
+    [('weights = "weights/cnn.bin"', "weights", '"weights/cnn.bin" is not a state_dict file (expected .pt, .pth or .safetensors)'),
      ('weights = "weights/cnn.onnx"', "weights", '"weights/cnn.onnx" is not a state_dict file'),
      ('inputs = { input = "s/x.txt" }', "inputs.input", '"s/x.txt" is not a sample file we can read '
                                                         "(expected .npy, .npz, .pt or .pb)"),

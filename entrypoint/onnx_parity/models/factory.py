@@ -160,10 +160,13 @@ def _load_weights(module: Any, weights: Path, repo: Path) -> None:
         raise LoadError(f'weights "{shown}" does not exist.',
                         fix="Commit the file or correct `weights`.")
     refuse_pointer(weights, f'weights "{shown}" (config key `weights`)')
-    try:
-        state = torch.load(weights, weights_only=True, map_location="cpu")
-    except Exception as error:
-        raise _weights_refused(shown, error) from None
+    if weights.suffix.lower() == ".safetensors":
+        state: Any = _safetensors_state(weights, shown)
+    else:
+        try:
+            state = torch.load(weights, weights_only=True, map_location="cpu")
+        except Exception as error:
+            raise _weights_refused(shown, error) from None
     if isinstance(state, dict) and isinstance(state.get("state_dict"), dict):
         state = state["state_dict"]
     if not isinstance(state, dict):
@@ -172,6 +175,21 @@ def _load_weights(module: Any, weights: Path, repo: Path) -> None:
             fix="Save `model.state_dict()`.",
         )
     _apply_state(module, state, shown)
+
+
+def _safetensors_state(weights: Path, shown: str) -> dict[str, Any]:
+    """A .safetensors file: tensors and a JSON header only, nothing that could run code."""
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+
+    try:
+        return load_file(weights, device="cpu")
+    except (SafetensorError, OSError, ValueError) as error:
+        raise LoadError(
+            f'weights "{shown}" cannot be read as safetensors: {_first_line(error)}.',
+            fix="Save the state_dict with `safetensors.torch.save_file(model.state_dict(), "
+                "path)` and commit the whole file.",
+        ) from None
 
 
 def _weights_refused(shown: str, error: BaseException) -> LoadError:

@@ -13,7 +13,7 @@ from pathlib import Path, PureWindowsPath
 
 from onnx_parity.settings.values import ConfigError, shown
 
-WEIGHT_SUFFIXES = (".pt", ".pth")
+WEIGHT_SUFFIXES = (".pt", ".pth", ".safetensors")
 SAMPLE_SUFFIXES = (".npy", ".npz", ".pt", ".pb")
 BUNDLE_SUFFIXES = (".npz", ".pt")
 
@@ -36,12 +36,14 @@ def resolve_inside(repo: Path, raw: str, where: str) -> Path:
 
 
 def weights_path(repo: Path, raw: str, where: str) -> Path:
-    """A state_dict file: `.pt` or `.pth`."""
+    """A state_dict file: `.pt`, `.pth` or `.safetensors`."""
     path = resolve_inside(repo, raw, where)
     if path.suffix.lower() not in WEIGHT_SUFFIXES:
         raise ConfigError(
-            f'{where}: "{shown(raw)}" is not a state_dict file (expected .pt or .pth). Save the '
-            "weights with torch.save(model.state_dict(), \"weights/model.pt\") and name that file."
+            f'{where}: "{shown(raw)}" is not a state_dict file (expected .pt, .pth or '
+            ".safetensors). Save the weights with torch.save(model.state_dict(), "
+            "\"weights/model.pt\") or safetensors.torch.save_file(model.state_dict(), "
+            "\"weights/model.safetensors\") and name that file."
         )
     return path
 

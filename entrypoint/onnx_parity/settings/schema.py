@@ -169,8 +169,8 @@ class ModelSpec:
     weights: Path | None = setting(
         "weights", kind="path", check=weights_value, default=None, shown="none",
         model_only=True, example='weights = "weights/cnn.pt"',
-        doc="A `state_dict` file (`.pt` or `.pth`, read without running pickled code), loaded "
-            "into the module the factory returns.")
+        doc="A `state_dict` file (`.pt` or `.pth`, read without running pickled code, or "
+            "`.safetensors`, read with safetensors), loaded into the module the factory returns.")
     # Either input name -> sample file, or one bundle (.npz/.pt file or Model Zoo folder).
     inputs: dict[str, Path] | Path = setting(
         "inputs", kind="table of input name -> path, or one path", check=inputs_value,
