@@ -81,6 +81,13 @@ class FindingDetails(TypedDict, total=False):
     failed_size: int
     size: int
     reason: Literal["pytorch", "samples"]
+    # what the export assumed of a dimension (verification/assumptions.py)
+    condition: str  # "time must be a multiple of 8"
+    guard: str  # the guard torch recorded, in the configured names
+    violating_sizes: list[int]  # the lengths run that break it
+    failed_sizes: list[int]  # those of them that failed: the failures it explains
+    node: str  # a TorchScript node whose constant shape holds the export size
+    constant: list[int]
     # the export (export/review.py, export/model_checks.py)
     operator: str
     exporter: str

@@ -30,6 +30,7 @@ Code: TypeAlias = Literal[
     "fp16-overflow", "variant-error", "out-of-memory", "optimizer-drift", "shape-not-checked",
     "positional-binding", "drift-regression",
     "output-layout",
+    "shape-assumption",
 ]
 CODES: tuple[Code, ...] = get_args(Code)
 
@@ -235,6 +236,16 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "Nothing to do if the code that runs the ONNX model reads the output that way "
         "(`torch.view_as_complex` or `x[..., 0] + 1j * x[..., 1]` for a complex output, "
         "`.item()` for a number).",
+    ),
+    "shape-assumption": CodeInfo(
+        Severity.ERROR,
+        "the export assumed something of a declared dynamic dimension (a multiple, a bound, a "
+        "constant shape) that the ONNX file does not check; an error when a length that breaks "
+        "the assumption ran and failed there",
+        "Make forward handle every length (pad unconditionally, or `torch.cond`), or declare "
+        "the constraint: set `axis-sizes` to lengths that satisfy it and document the "
+        "requirement for the code that runs the ONNX model.",
+        explains_mismatch=True,
     ),
 }
 

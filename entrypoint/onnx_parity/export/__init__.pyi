@@ -1,16 +1,21 @@
 # The front door of export/: what other stages may import from it (ARCHITECTURE.md).
 # Read by type checkers, and by __init__.py at run time to load each name on first use.
 
+from .assumptions import ShapeAssumption
 from .capture import native_stderr
+from .constant_shapes import ConstantShape, constant_shape_evidence
 from .export_batch import HardCodedBatch
 from .inspection import ModelFacts, inspect_model, is_symbolic
 from .model_checks import model_findings
 from .outcome import ExportOutcome, export_model
 
 __all__ = [
+    "ConstantShape",
     "ExportOutcome",
     "HardCodedBatch",
     "ModelFacts",
+    "ShapeAssumption",
+    "constant_shape_evidence",
     "export_model",
     "inspect_model",
     "is_symbolic",

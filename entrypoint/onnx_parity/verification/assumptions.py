@@ -1,0 +1,131 @@
+"""What the export assumed, against the lengths the sweep ran: the `shape-assumption` finding.
+
+The export stage reads what the exported graph is valid under (export/assumptions.py: a guard
+or range torch.export kept; export/constant_shapes.py: a shape a TorchScript trace baked). The
+ONNX file checks none of it. Here each is judged by the lengths each dimension ran at:
+
+- an error when a length that breaks it ran and failed there (the outputs differ, or
+  onnxruntime fails): it explains the failure, no tolerance would fix it;
+- a note otherwise, saying what the export assumed: no length that breaks it ran (the note
+  names one to add), or those that ran still match PyTorch.
+
+A baked TorchScript shape is reported only where its dimension failed at some length. The
+sweep (axis_runs.py) calls these with, per dimension, the lengths it ran and a one-line account
+of what failed at each failing length; a finding here takes precedence over its own.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+from onnx_parity.export import ConstantShape, ShapeAssumption
+from onnx_parity.finding_details import FindingDetails
+from onnx_parity.findings import Finding, Severity
+
+Failed = Mapping[str, Mapping[int, str]]  # dimension -> failing length -> what failed there
+Ran = Mapping[str, Sequence[int]]  # dimension -> every length both sides ran
+# Baked constants quoted per failing dimension (the first in graph order are the likeliest).
+MAX_CONSTANTS = 3
+
+
+def assumption_findings(assumptions: Sequence[ShapeAssumption], failed: Failed,
+                        ran: Ran) -> list[Finding]:
+    """One `shape-assumption` per assumption: an error where it explains a failing length."""
+    return [_finding(assumption, failed.get(assumption.dimension, {}),
+                     tuple(ran.get(assumption.dimension, ())))
+            for assumption in assumptions]
+
+
+def explained(findings: Sequence[Finding]) -> dict[str, set[int]]:
+    """Dimension -> the failing lengths these findings explain (the sweep reports no other
+    finding of its own for them)."""
+    found: dict[str, set[int]] = {}
+    for finding in findings:
+        if finding.code == "shape-assumption" and finding.severity == Severity.ERROR:
+            dimension = finding.details.get("dimension", "")
+            found.setdefault(dimension, set()).update(finding.details.get("failed_sizes", []))
+    return found
+
+
+def constant_shape_findings(shapes: Sequence[ConstantShape], failed: Failed,
+                            ran: Ran) -> list[Finding]:
+    """For each dimension that failed at a length, the constants holding its export size."""
+    findings: list[Finding] = []
+    for dimension, failures in failed.items():
+        mine = _likeliest([s for s in shapes if s.dimension == dimension], failures)
+        if failures and mine:
+            findings.append(_baked(dimension, mine, failures, tuple(ran.get(dimension, ()))))
+    return findings
+
+
+def _finding(assumption: ShapeAssumption, failures: Mapping[int, str],
+             ran: tuple[int, ...]) -> Finding:
+    name = assumption.dimension
+    breaking = [length for length in ran if not assumption.holds(length)]
+    failing = [length for length in breaking if length in failures]
+    head = (f"the export assumed {assumption.condition} ({_where(assumption)}: "
+            f"`{assumption.guard}`), which the ONNX file does not check")
+    details: FindingDetails = {"dimension": name, "condition": assumption.condition,
+                               "guard": assumption.guard, "violating_sizes": breaking,
+                               "failed_sizes": failing}
+    if failing:
+        what = "; ".join(f"at {name} {length}: {failures[length]}" for length in failing)
+        return Finding("shape-assumption", f"{head}; it breaks at {_list(failing)}, where the "
+                       f"model fails: {what}", file=assumption.file, line=assumption.line,
+                       severity=Severity.ERROR, details=details)
+    if breaking:
+        text = (f"{head}; it breaks at {name} {_list(breaking)}, which ran, and the outputs "
+                "match PyTorch's there")
+        fix = None
+    else:
+        text = f"{head}; no length that breaks it ran ({name} ran at {_list(list(ran))})"
+        length = assumption.breaking_length(ran[0] if ran else 8)
+        fix = (f"Add a length that breaks it to the `axis-sizes` of {name} (e.g. {length}) to "
+               "check what the ONNX model does there; or make forward handle every length, or "
+               "document the requirement." if length else None)
+    return Finding("shape-assumption", text, file=assumption.file, line=assumption.line,
+                   severity=Severity.NOTE, fix=fix, details=details)
+
+
+def _baked(dimension: str, shapes: list[ConstantShape], failures: Mapping[int, str],
+           ran: tuple[int, ...]) -> Finding:
+    first = shapes[0]
+    lengths = sorted(failures)
+    what = "; ".join(f"at {dimension} {length}: {failures[length]}" for length in lengths)
+    quoted = "; ".join(shape.describe() for shape in shapes)
+    return Finding(
+        "shape-assumption",
+        f"the TorchScript export baked {dimension}'s export size {first.size} into a constant "
+        f"shape, which the ONNX file keeps at every length: {quoted}; the model fails at "
+        f"{dimension} {_list(lengths)}: {what}",
+        file=first.file, line=first.line, severity=Severity.ERROR,
+        fix=("Compute the size from the tensor (`x.shape[1]`, `x.size(1)`, `-1` in reshape) "
+             "instead of a Python int (`int(...)`, `math` on a shape) in the forward named, or "
+             '`exporter = "dynamo"`, which keeps sizes symbolic, or set `axis-sizes` to the '
+             "export length and document the requirement."),
+        details={"dimension": dimension, "condition": f"{dimension} must be {first.size}",
+                 "violating_sizes": [n for n in ran if n != first.size],
+                 "failed_sizes": lengths, "node": first.node,
+                 "constant": list(first.values)},
+    )
+
+
+def _likeliest(shapes: list[ConstantShape], failures: Mapping[int, str]) -> list[ConstantShape]:
+    """The constants whose node a failure names first (onnxruntime names the failing node),
+    then the rest in graph order."""
+    text = " ".join(failures.values())
+    named = [shape for shape in shapes if shape.node and shape.node in text]
+    return (named + [shape for shape in shapes if shape not in named])[:MAX_CONSTANTS]
+
+
+def _where(assumption: ShapeAssumption) -> str:
+    if assumption.file:
+        return f"torch recorded it at {assumption.file}:{assumption.line}"
+    if assumption.origin:
+        return (f"torch recorded it inside {assumption.origin}, not at a line of your "
+                "repository")
+    return "torch recorded no line for it"
+
+
+def _list(lengths: Sequence[int]) -> str:
+    return ", ".join(str(length) for length in lengths)
