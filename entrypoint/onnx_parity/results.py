@@ -54,6 +54,16 @@ class StepTiming:
 
 
 @dataclass(frozen=True)
+class StoredFile:
+    """One file of an exported model as the output folder holds it (`<name>.onnx`, and
+    `<name>.onnx.data` for a model with external data): its name, size and sha256."""
+
+    file: str
+    size_bytes: int
+    sha256: str
+
+
+@dataclass(frozen=True)
 class VariantComparison:
     """A deployment variant against PyTorch's fp32 output, for one output at one batch."""
 
@@ -85,6 +95,8 @@ class VariantResult:
     settings: dict[str, object] = field(default_factory=dict)
     # Path in the engine's work folder; publishing moves it to --out as <model>.<name>.onnx.
     onnx_path: str | None = None
+    # The variant's files (its .onnx, then its external data when it has any); () before.
+    files: tuple[StoredFile, ...] = ()
 
     @property
     def worst_sqnr_db(self) -> float | None:
@@ -175,6 +187,8 @@ class ModelResult:
     # Path of the exported model in the engine's work folder; publishing moves it to --out.
     onnx_path: str | None = None
     onnx_sha256: str | None = None
+    # The exported model's files: its .onnx, then its external data when it has any.
+    onnx_files: tuple[StoredFile, ...] = ()
     sample_sha256: dict[str, str] = field(default_factory=dict)
     log: str = ""
     runtime_optimization: str = "all"  # onnxruntime's graph optimization level of the check
@@ -186,6 +200,8 @@ class ModelResult:
     variants: tuple[VariantResult, ...] = ()
     # Wall time of the model's check in its worker (None: not measured, e.g. an older report).
     seconds: float | None = None
+    # The worker's peak resident memory (max RSS, bytes; None: not measured).
+    max_rss_bytes: int | None = None
     # Repository files the worker opened or imported -> sha256 (the cache's fingerprint).
     files_read: dict[str, str] = field(default_factory=dict)
     # Set when the result came from the cache instead of a worker.

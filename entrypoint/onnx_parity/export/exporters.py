@@ -9,6 +9,7 @@ from typing import Any
 
 from onnx_parity.export.capture import CapturedWarning, captured
 from onnx_parity.export.failures import AttemptLog, classify
+from onnx_parity.export.guards import capture_program
 
 
 @dataclass(frozen=True)
@@ -70,15 +71,16 @@ def _dynamo(request: ExportRequest) -> tuple[bytes, Any]:
             dict(request.dynamic_axes[name]) if name in request.dynamic_axes else None
         for name in request.input_names
     }
+    dynamic = shapes if any(shapes.values()) else None
     program = torch.onnx.export(
-        request.module,
+        _captured(request, dynamic),
         request.args,
         kwargs=request.kwargs or None,
         dynamo=True,
         opset_version=request.opset,
         input_names=list(request.input_names),
         output_names=list(request.output_names) or None,
-        dynamic_shapes=shapes if any(shapes.values()) else None,
+        dynamic_shapes=dynamic,  # on a captured program: the axes' names only
         verbose=False,
         report=False,
     )
@@ -86,6 +88,17 @@ def _dynamo(request: ExportRequest) -> tuple[bytes, Any]:
         raise RuntimeError("torch.onnx.export(dynamo=True) returned no ONNXProgram")
     data: bytes = program.model_proto.SerializeToString()
     return data, program
+
+
+def _captured(request: ExportRequest, shapes: Any) -> Any:
+    """torch.export's program with its guards kept (export/guards.py); the module itself when
+    torch.export alone cannot capture it, for torch.onnx's own strategies to try as before."""
+    try:
+        return capture_program(request.module, request.args, request.kwargs, shapes)
+    except Exception as error:  # torch.onnx tries again (strict=True too), and says why
+        print(f"--- torch.export.export(strict=False) failed ({type(error).__name__}): "
+              "torch.onnx.export captures the model itself", flush=True)
+        return request.module
 
 
 def _torchscript(request: ExportRequest) -> tuple[bytes, Any]:

@@ -12,7 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onnx_parity.export.assumed import AssumedShapes, read_assumed
+from onnx_parity.export.assumptions import ShapeAssumption
 from onnx_parity.export.capture import CapturedWarning
+from onnx_parity.export.constant_shapes import ConstantShape
 from onnx_parity.export.export_batch import HardCodedBatch, choose_export_batch
 from onnx_parity.export.exporters import Exported, ExportRequest, export
 from onnx_parity.export.failures import ExportFailure
@@ -48,6 +51,9 @@ class ExportOutcome:
     attempts: tuple[ExportAttempt, ...]
     findings: tuple[Finding, ...]
     program: Any = None  # dynamo's ONNXProgram, for localising a mismatch (never pickled)
+    # What the export assumed of the declared dimensions, which the ONNX file does not check.
+    assumptions: tuple[ShapeAssumption, ...] = ()  # dynamo: its guards and ranges
+    constant_shapes: tuple[ConstantShape, ...] = ()  # TorchScript: its baked sizes
 
 
 def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -> ExportOutcome:
@@ -61,12 +67,15 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -
     if exported is not None:
         findings += warning_findings(exported.warnings, repo, spec.allow_warnings)
         findings += _second_trace(module, bound, spec, exported, batch)
+    assumed = (read_assumed(exported.exporter, exported.program, exported.model_bytes, request,
+                            dimensions(spec, bound), repo) if exported else AssumedShapes())
     return ExportOutcome(
         exporter=exported.exporter if exported else None,
         model_bytes=exported.model_bytes if exported else None,
         export_batch=batch, frozen=frozen, attempts=attempts,
         findings=tuple(merge_branches(findings)),
         program=exported.program if exported else None,
+        assumptions=assumed.assumptions, constant_shapes=assumed.constant_shapes,
     )
 
 

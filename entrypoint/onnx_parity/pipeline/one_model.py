@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
+import resource
 import sys
 import time
 from collections.abc import Callable
@@ -21,6 +21,7 @@ from typing import Any
 
 from onnx_parity.export import ExportOutcome, export_model, inspect_model, model_findings
 from onnx_parity.findings import Finding, Severity
+from onnx_parity.model_files import ModelFile
 from onnx_parity.models import (
     BoundInputs,
     LoadedModel,
@@ -40,6 +41,7 @@ from onnx_parity.results import (
     ModelResult,
     OutputComparison,
     StepTiming,
+    StoredFile,
     VariantResult,
 )
 from onnx_parity.settings import ModelSpec
@@ -83,6 +85,7 @@ class Ledger:
     opset: int | None = None
     onnx_path: str | None = None
     onnx_sha256: str | None = None
+    onnx_files: tuple[StoredFile, ...] = ()
     sample_sha256: dict[str, str] = field(default_factory=dict)
     variants: list[VariantResult] = field(default_factory=list)
     axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
@@ -96,7 +99,8 @@ class Ledger:
             batch_sizes=self.spec.batch_sizes, findings=tuple(self.findings),
             comparisons=tuple(self.comparisons), attempts=tuple(self.attempts),
             steps=tuple(self.steps), onnx_path=self.onnx_path, onnx_sha256=self.onnx_sha256,
-            sample_sha256=dict(self.sample_sha256), variants=tuple(self.variants),
+            onnx_files=self.onnx_files, sample_sha256=dict(self.sample_sha256),
+            variants=tuple(self.variants),
             runtime_optimization=self.spec.runtime_optimization,
             axis_sizes=dict(self.axis_sizes), dimension_sizes=dict(self.dimension_sizes),
             divergence=self.divergence,
@@ -156,7 +160,8 @@ def run_model(job: ModelJob, workdir: Path, progress: Progress) -> ModelResult:
         ledger.findings.append(load_finding(error))
     except ReferenceFailure as error:  # PyTorch cannot run the samples before any export
         ledger.findings.append(reference_finding(error, error.batch_size or 1, repo))
-    return dataclasses.replace(ledger.result(), files_read=reads.snapshot())
+    return dataclasses.replace(ledger.result(), files_read=reads.snapshot(),
+                               max_rss_bytes=_max_rss_bytes())
 
 
 def _stages(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
@@ -166,14 +171,14 @@ def _stages(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
     with timer.step("build model"):
         loaded, bound = _build(spec, repo, samples, ledger)
     with timer.step("export"):
-        outcome = export_model(loaded.module, bound, spec, repo)
+        outcome = export_model(loaded.module, bound, spec, repo, workdir)
         _record_export(outcome, ledger)
-    if outcome.model_bytes is None:
+    if outcome.model is None:
         if outcome.frozen:
             ledger.findings += frozen.before_export(spec, bound, outcome.frozen.evidence,
                                                     outcome.frozen.place)
         return
-    _save_model(outcome.model_bytes, workdir, ledger)
+    _record_model(outcome.model, ledger)
     built = Built(loaded, bound, samples, outcome)
     with timer.step("verify"):
         verified = _verify(built, job, ledger)
@@ -186,18 +191,18 @@ def _stages(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
     ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
     if spec.variants:
         with timer.step("variants"):
-            _variants(outcome.model_bytes, verified, job, workdir, ledger)
+            _variants(outcome.model, verified, job, workdir, ledger)
 
 
-def _variants(model_bytes: bytes, verified: Verified, job: ModelJob, workdir: Path,
+def _variants(model: ModelFile, verified: Verified, job: ModelJob, workdir: Path,
               ledger: Ledger) -> None:
     """Deployment variants, built only from an fp32 model that passed."""
     spec = job.spec
     if any(finding.severity == Severity.ERROR for finding in ledger.findings):
-        checked = skipped_variants(spec, len(model_bytes), SKIPPED)
+        checked = skipped_variants(spec, model.size_bytes, SKIPPED)
     else:
         folder = workdir / f"{spec.name}.variants"
-        fp32 = VerifiedModel(model_bytes, verified.runs, verified.bound)
+        fp32 = VerifiedModel(model, verified.runs, verified.bound)
         checked = check_variants(fp32, spec, job.repo, folder, job.threads)
     ledger.variants += checked.results
     ledger.findings += checked.findings
@@ -205,11 +210,11 @@ def _variants(model_bytes: bytes, verified: Verified, job: ModelJob, workdir: Pa
 
 def _verify(built: Built, job: ModelJob, ledger: Ledger) -> Verified:
     outcome = built.outcome
-    assert outcome.model_bytes is not None  # only an exported model is verified
-    facts = inspect_model(outcome.model_bytes)
+    assert outcome.model is not None  # only an exported model is verified
+    facts = inspect_model(outcome.model)
     ledger.opset = facts.opset
     ledger.findings += model_findings(facts, job.spec)
-    exported = Exported(outcome.model_bytes, facts, outcome.export_batch, outcome.frozen,
+    exported = Exported(outcome.model, facts, outcome.export_batch, outcome.frozen,
                         outcome.findings)
     torch_side = TorchSide(built.loaded.module, built.bound, built.samples.golden)
     return verify_model(torch_side, exported, job.spec, job.repo, job.threads)
@@ -218,9 +223,9 @@ def _verify(built: Built, job: ModelJob, ledger: Ledger) -> Verified:
 def _localise(built: Built, failure: tuple[CutRun, str], verified: Verified, job: ModelJob,
               ledger: Ledger, timer: Timer) -> None:
     outcome, spec = built.outcome, job.spec
-    assert outcome.model_bytes is not None
+    assert outcome.model is not None
     request = localise.Localisation(
-        built.loaded.module, outcome.program, outcome.exporter or "", outcome.model_bytes,
+        built.loaded.module, outcome.program, outcome.exporter or "", outcome.model,
         built.bound, spec, job.repo, localise.deadline_for(spec.timeout_seconds, timer.started))
     ledger.divergence = localise.localise(request, *failure)
     verified.findings = localise.attach(verified.findings, ledger.divergence, job.repo)
@@ -248,11 +253,17 @@ def _record_export(outcome: ExportOutcome, ledger: Ledger) -> None:
     ledger.exporter = outcome.exporter
 
 
-def _save_model(model_bytes: bytes, workdir: Path, ledger: Ledger) -> None:
-    path = workdir / f"{ledger.spec.name}.onnx"
-    path.write_bytes(model_bytes)
-    ledger.onnx_path = str(path)
-    ledger.onnx_sha256 = hashlib.sha256(model_bytes).hexdigest()
+def _record_model(model: ModelFile, ledger: Ledger) -> None:
+    """The exported files, where the export wrote them, with each one's size and sha256."""
+    ledger.onnx_path = str(model.path)
+    ledger.onnx_files = model.stored()
+    ledger.onnx_sha256 = ledger.onnx_files[0].sha256
+
+
+def _max_rss_bytes() -> int:
+    """The worker's peak resident memory so far (Linux counts ru_maxrss in KiB; the zygote's
+    pages it was forked with count from the start)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
 
 
 def _tolerant_console() -> None:

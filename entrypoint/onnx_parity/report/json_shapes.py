@@ -60,6 +60,12 @@ class StepJson(TypedDict):  # results.StepTiming
     seconds: float
 
 
+class StoredFileJson(TypedDict):  # results.StoredFile
+    file: str
+    size_bytes: int
+    sha256: str
+
+
 class VariantComparisonJson(TypedDict):  # results.VariantComparison
     output: str
     batch_size: int
@@ -77,6 +83,7 @@ class VariantFiguresJson(TypedDict):
     sha256: str | None
     size_bytes: int | None
     fp32_size_bytes: int
+    files: list[StoredFileJson]  # its .onnx, then its external data when it has any
     latency_ms: float | None
     fp32_latency_ms: float | None
     comparisons: list[VariantComparisonJson]
@@ -155,6 +162,7 @@ class ModelJson(TypedDict):
     attempts: list[AttemptJson]
     steps: list[StepJson]
     onnx_sha256: str | None
+    onnx_files: list[StoredFileJson]  # the .onnx, then its external data when it has any
     sample_sha256: dict[str, str]
     runtime_optimization: str
     axis_sizes: dict[str, dict[str, list[int]]]  # input -> axis (as text) -> the sizes run
@@ -165,6 +173,7 @@ class ModelJson(TypedDict):
     cached_from: ProvenanceJson | None
     baseline: BaseFiguresJson | None
     divergence: DivergenceJson | None
+    max_rss_bytes: int | None  # the worker's peak resident memory (None: not measured)
     seconds: NotRequired[Figure]  # the worker's wall time, when it was measured
 
 
@@ -206,6 +215,7 @@ class ParityRecord(TypedDict):
     comparisons: list[ComparisonJson]
     onnx_file: str | None
     onnx_sha256: str | None
+    onnx_files: list[StoredFileJson]  # the .onnx, then its external data when it has any
     sample_sha256: dict[str, str]
     findings: list[FindingJson]
     runtime_optimization: str
@@ -234,6 +244,7 @@ class DivergenceRecord(TypedDict):
 class MadeFrom(TypedDict):
     onnx_file: str
     onnx_sha256: str | None
+    onnx_files: list[StoredFileJson]
 
 
 class VariantRecord(VariantFiguresJson):

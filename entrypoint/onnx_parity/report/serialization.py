@@ -27,6 +27,7 @@ from onnx_parity.report.json_shapes import (
     RunJson,
     Shapes,
     StepJson,
+    StoredFileJson,
     VariantComparisonJson,
     VariantFiguresJson,
     VariantJson,
@@ -51,6 +52,7 @@ from onnx_parity.results import (
     RunResult,
     Shard,
     StepTiming,
+    StoredFile,
     VariantComparison,
     VariantResult,
 )
@@ -135,6 +137,7 @@ def _model_fields(model: ModelResult) -> ModelJson:
         "attempts": cast(list[AttemptJson], encode(model.attempts)),
         "steps": cast(list[StepJson], encode(model.steps)),
         "onnx_sha256": model.onnx_sha256,
+        "onnx_files": files_to_json(model.onnx_files),
         "sample_sha256": dict(model.sample_sha256),
         "runtime_optimization": model.runtime_optimization,
         "axis_sizes": axis_sizes_to_json(model.axis_sizes),
@@ -145,7 +148,17 @@ def _model_fields(model: ModelResult) -> ModelJson:
         "cached_from": cast(ProvenanceJson | None, encode(model.cached_from)),
         "baseline": cast(BaseFiguresJson | None, encode(model.base)),
         "divergence": cast(DivergenceJson | None, encode(model.divergence)),
+        "max_rss_bytes": model.max_rss_bytes,
     }
+
+
+def files_to_json(files: tuple[StoredFile, ...]) -> list[StoredFileJson]:
+    """An exported model's files: the .onnx, then its external data when it has any."""
+    return cast(list[StoredFileJson], encode(files))
+
+
+def files_from_json(data: list[StoredFileJson]) -> tuple[StoredFile, ...]:
+    return tuple(StoredFile(**item) for item in data)
 
 
 def comparisons_to_json(comparisons: tuple[OutputComparison, ...]) -> list[ComparisonJson]:
@@ -172,6 +185,7 @@ def variant_figures(model: ModelResult, variant: VariantResult) -> VariantFigure
         "sha256": variant.sha256,
         "size_bytes": variant.size_bytes,
         "fp32_size_bytes": variant.fp32_size_bytes,
+        "files": files_to_json(variant.files),
         "latency_ms": variant.latency_ms,
         "fp32_latency_ms": variant.fp32_latency_ms,
         "comparisons": cast(list[VariantComparisonJson], encode(variant.comparisons)),
@@ -197,6 +211,7 @@ def variant_from_json(data: VariantJson) -> VariantResult:
         latency_ms=data.get("latency_ms"), fp32_latency_ms=data.get("fp32_latency_ms"),
         notes=tuple(data.get("notes", [])), skipped=data.get("skipped"),
         settings=dict(data.get("settings", {})),
+        files=files_from_json(data.get("files", [])),
     )
 
 
@@ -248,6 +263,8 @@ def model_from_json(item: ModelJson) -> ModelResult:
         attempts=tuple(ExportAttempt(**a) for a in item.get("attempts", [])),
         steps=tuple(StepTiming(**s) for s in item.get("steps", [])),
         onnx_sha256=item.get("onnx_sha256"), sample_sha256=dict(item.get("sample_sha256", {})),
+        onnx_files=files_from_json(item.get("onnx_files", [])),
+        max_rss_bytes=item.get("max_rss_bytes"),
         variants=tuple(variant_from_json(v) for v in item.get("variants", [])),
         runtime_optimization=item.get("runtime_optimization", "all"),
         axis_sizes=axis_sizes_from_json(item.get("axis_sizes", {})),

@@ -15,6 +15,7 @@ from typing import Any
 from onnx_parity.export import HardCodedBatch, ModelFacts
 from onnx_parity.findings import Finding
 from onnx_parity.locations import error_location
+from onnx_parity.model_files import ModelFile
 from onnx_parity.models import (
     BoundInputs,
     Dimension,
@@ -49,7 +50,7 @@ MAX_FAILED_CUTS = 8
 class Exported:
     """What verification needs of the export stage's outcome."""
 
-    model_bytes: bytes
+    model: ModelFile  # the exported files in the work folder
     facts: ModelFacts
     export_batch: int
     frozen: HardCodedBatch | None  # PyTorch's evidence of a hard-coded batch, before export
@@ -117,7 +118,7 @@ def verify_model(torch_side: TorchSide, exported: Exported, spec: ModelSpec, rep
     if exported.frozen:
         evidence.add_run(exported.frozen.evidence, exported.frozen.place)
     try:
-        session = open_session(exported.model_bytes, spec.runtime_optimization, threads)
+        session = open_session(exported.model.path, spec.runtime_optimization, threads)
     except RuntimeFailure as error:
         verified.findings.append(runtime_finding("onnxruntime cannot load the model", error))
         verified.findings += evidence.findings()
@@ -202,7 +203,7 @@ def _output_findings(exported: Exported, spec: ModelSpec, verified: Verified) ->
     committed = [row for row in verified.comparisons
                  if all(row.dimensions.get(name) == sizes[0]
                         for name, sizes in verified.dimension_sizes.items())]
-    check = optimizer_check(exported.model_bytes, verified.failed, verified.bound, spec)
+    check = optimizer_check(exported.model, verified.failed, verified.bound, spec)
     findings = list(check.findings)
     explained = [*exported.export_findings, *verified.findings]
     findings += comparison_findings(committed, verified.nonfinite, spec,

@@ -2,7 +2,8 @@
 
     DIR/v1/<model>/<key>/<reads>/entry.json   the result, its log, the files it read, its time
     DIR/v1/<model>/<key>/<reads>/model.onnx   the exported model, when there is one
-    DIR/v1/<model>/<key>/<reads>/variant.<variant>.onnx   each deployment variant built
+    DIR/v1/<model>/<key>/<reads>/model.onnx.data   its external data, when it has any
+    DIR/v1/<model>/<key>/<reads>/variant.<variant>.onnx(.data)   each deployment variant built
 
 `<key>` is the static fingerprint; `<reads>` the digest of the files the worker read, so a
 helper file that changes back and forth (the base branch's and a pull request's version) keeps
@@ -14,6 +15,10 @@ the first rename wins, the second finds the place taken and drops its copy (same
 result). An entry that cannot be read, is truncated, belongs to another tool or model, or
 whose model file does not match its hash is ignored with one line saying why, and the model
 runs. Entries are JSON and ONNX only: nothing in the folder is ever unpickled or executed.
+
+A model's files (and a model past 2 GiB has two: the .onnx and its external data) go into an
+entry and back into the work folder as hard links where the filesystem allows, copies where it
+does not; each is checked against its sha256 before it is handed back.
 """
 
 from __future__ import annotations
@@ -30,11 +35,13 @@ from pathlib import Path
 from typing import Any
 
 from onnx_parity.findings import CATALOGUE
+from onnx_parity.model_files import link_or_copy
 from onnx_parity.pipeline.cache.reads import file_sha256
-from onnx_parity.results import ModelResult, Provenance, VariantResult
+from onnx_parity.results import ModelResult, Provenance, StoredFile, VariantResult
 
 FORMAT = "v1"
 TOOL = "onnx-parity"
+MODEL_FILE = "model.onnx"
 
 Json = Any
 Notify = Callable[[str], None]
@@ -96,7 +103,7 @@ class ModelCache:
         result = self.codec.from_json(entry["result"])
         onnx_path = None
         if result.onnx_sha256 is not None:
-            onnx_path = _copied_back(folder / "model.onnx", result.onnx_sha256,
+            onnx_path = _linked_back(folder, _model_files(result), MODEL_FILE,
                                      workdir / f"{result.name}.onnx")
         variants = tuple(_variant_back(variant, folder, workdir / result.name)
                          for variant in result.variants)
@@ -128,10 +135,11 @@ class ModelCache:
 
     def _write(self, staging: Path, key: str, result: ModelResult, seconds: float) -> None:
         if result.onnx_path and Path(result.onnx_path).is_file():
-            shutil.copyfile(result.onnx_path, staging / "model.onnx")
+            _keep(Path(result.onnx_path), _model_files(result), staging / MODEL_FILE)
         for variant in result.variants:
             if variant.onnx_path and Path(variant.onnx_path).is_file():
-                shutil.copyfile(variant.onnx_path, staging / _variant_file(variant))
+                _keep(Path(variant.onnx_path), _variant_files(variant),
+                      staging / _variant_file(variant))
         entry = {"tool": TOOL, "format": FORMAT, "model": result.name, "key": key,
                  "seconds": seconds, "provenance": dataclasses.asdict(self.provenance),
                  "files_read": result.files_read, "log": result.log,
@@ -161,19 +169,49 @@ def _variant_file(variant: VariantResult) -> str:
 
 
 def _variant_back(variant: VariantResult, folder: Path, stem: Path) -> VariantResult:
-    """A built variant's .onnx copied back to the work folder, checked against its sha256."""
+    """A built variant's files back in the work folder, each checked against its sha256."""
     if variant.sha256 is None:
         return variant
-    path = _copied_back(folder / _variant_file(variant), variant.sha256,
+    path = _linked_back(folder, _variant_files(variant), _variant_file(variant),
                         stem.with_name(f"{stem.name}.{variant.name}.onnx"))
     return dataclasses.replace(variant, onnx_path=str(path))
 
 
-def _copied_back(stored: Path, sha256: str, destination: Path) -> Path:
-    """A file of the entry copied to the work folder, once its content matches the result's."""
-    if file_sha256(stored) != sha256:
-        raise CorruptEntry(f"{stored.name} is missing or does not match its sha256")
-    shutil.copyfile(stored, destination)
+def _model_files(result: ModelResult) -> tuple[StoredFile, ...]:
+    """The exported model's files; a result of an older version names only its .onnx."""
+    return result.onnx_files or (StoredFile(f"{result.name}.onnx", 0, result.onnx_sha256 or ""),)
+
+
+def _variant_files(variant: VariantResult) -> tuple[StoredFile, ...]:
+    return variant.files or (StoredFile(f"{variant.name}.onnx", 0, variant.sha256 or ""),)
+
+
+def _suffixes(files: tuple[StoredFile, ...]) -> list[tuple[StoredFile, str]]:
+    """Each file with what its name adds to the .onnx's ("" for the .onnx, ".data" for its
+    external data): the suffix it keeps in the entry (`model.onnx.data`) and back."""
+    first = files[0].file
+    return [(file, file.file.removeprefix(first)) for file in files]
+
+
+def _keep(onnx_path: Path, files: tuple[StoredFile, ...], stored: Path) -> None:
+    """A model's files linked into the entry being written (copied where links fail)."""
+    for _, suffix in _suffixes(files):
+        link_or_copy(onnx_path.with_name(onnx_path.name + suffix),
+                     stored.with_name(stored.name + suffix))
+
+
+def _linked_back(folder: Path, files: tuple[StoredFile, ...], stored: str,
+                 destination: Path) -> Path:
+    """A model's files of the entry linked into the work folder under the names the .onnx
+    expects, once each one's content matches the result's sha256."""
+    checked = []
+    for file, suffix in _suffixes(files):
+        kept = folder / (stored + suffix)
+        if file_sha256(kept) != file.sha256:
+            raise CorruptEntry(f"{kept.name} is missing or does not match its sha256")
+        checked.append((kept, destination.with_name(destination.name + suffix)))
+    for source, target in checked:
+        link_or_copy(source, target)
     return destination
 
 
