@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-import io
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from onnx_parity.export.capture import CapturedWarning, captured
 from onnx_parity.export.failures import AttemptLog, classify
 from onnx_parity.export.guards import capture_program
+from onnx_parity.export.saving import export_folder, gathered, save_program
+from onnx_parity.model_files import ModelFile
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class ExportRequest:
 @dataclass(frozen=True)
 class Exported:
     exporter: str
-    model_bytes: bytes
+    model: ModelFile  # written into the worker's work folder
     warnings: tuple[CapturedWarning, ...]
     output: str
     seconds: float
@@ -40,15 +42,16 @@ class Exported:
     program: Any = None
 
 
-def export(exporter: str, request: ExportRequest) -> Exported:
-    """Run one exporter; raises ExportFailure with the classified evidence."""
+def export(exporter: str, request: ExportRequest, destination: Path) -> Exported:
+    """Run one exporter, its model written at `destination` (`<name>.onnx`, and its external
+    data beside it when it is large); raises ExportFailure with the classified evidence."""
     run = _dynamo if exporter == "dynamo" else _torchscript
     started = time.perf_counter()
     failure: Exception | None = None
     program: Any = None
     with captured() as capture:
         try:
-            model_bytes, program = run(request)
+            model, program = run(request, destination)
         except Exception as error:  # every exporter failure becomes evidence, never a crash
             failure = error
     seconds = time.perf_counter() - started
@@ -57,11 +60,11 @@ def export(exporter: str, request: ExportRequest) -> Exported:
                               AttemptLog(capture.output, tuple(capture.warnings), seconds))
         classified.output_logged = capture.logged
         raise classified
-    return Exported(exporter, model_bytes, tuple(capture.warnings), capture.output, seconds,
+    return Exported(exporter, model, tuple(capture.warnings), capture.output, seconds,
                     capture.logged, program)
 
 
-def _dynamo(request: ExportRequest) -> tuple[bytes, Any]:
+def _dynamo(request: ExportRequest, destination: Path) -> tuple[ModelFile, Any]:
     import torch
 
     # Keyed by forward's parameter names (torch.export's rule); the names become symbolic
@@ -86,8 +89,7 @@ def _dynamo(request: ExportRequest) -> tuple[bytes, Any]:
     )
     if program is None:  # torch's hints allow it; the dynamo exporter always returns one
         raise RuntimeError("torch.onnx.export(dynamo=True) returned no ONNXProgram")
-    data: bytes = program.model_proto.SerializeToString()
-    return data, program
+    return save_program(program, destination), program
 
 
 def _captured(request: ExportRequest, shapes: Any) -> Any:
@@ -101,20 +103,20 @@ def _captured(request: ExportRequest, shapes: Any) -> Any:
         return request.module
 
 
-def _torchscript(request: ExportRequest) -> tuple[bytes, Any]:
+def _torchscript(request: ExportRequest, destination: Path) -> tuple[ModelFile, Any]:
     import torch
 
-    buffer = io.BytesIO()
     known = set(request.input_names) | set(request.output_names)
-    torch.onnx.export(
-        request.module,
-        request.args,
-        buffer,  # type: ignore[arg-type]  # the legacy exporter writes to files; hints say paths
-        kwargs=request.kwargs or None,
-        dynamo=False,
-        opset_version=request.opset,
-        input_names=list(request.input_names),
-        output_names=list(request.output_names) or None,
-        dynamic_axes={k: v for k, v in request.dynamic_axes.items() if k in known} or None,
-    )
-    return buffer.getvalue(), None
+    with export_folder(destination) as exported:
+        torch.onnx.export(
+            request.module,
+            request.args,
+            str(exported),  # past 2 GiB it writes each tensor as a file beside it
+            kwargs=request.kwargs or None,
+            dynamo=False,
+            opset_version=request.opset,
+            input_names=list(request.input_names),
+            output_names=list(request.output_names) or None,
+            dynamic_axes={k: v for k, v in request.dynamic_axes.items() if k in known} or None,
+        )
+        return gathered(exported, destination), None

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from onnx_parity.ansi import strip_ansi
 from onnx_parity.locations import shorten
+from onnx_parity.model_files import ModelFile
 
 if TYPE_CHECKING:  # onnx is imported when a model is inspected, not with this module
     from onnx import ModelProto, TensorShapeProto, ValueInfoProto
@@ -24,15 +25,17 @@ class ModelFacts:
     operators: tuple[str, ...]
 
 
-def inspect_model(model_bytes: bytes) -> ModelFacts:
+def inspect_model(model: ModelFile) -> ModelFacts:
+    """The graph alone is read (never the weights of a model with external data); the checker
+    is given the path, so it reads the data file itself and a model past 2 GiB is checked."""
     import onnx
 
-    proto = onnx.load_from_string(model_bytes)
+    proto = onnx.load(str(model.path), load_external_data=False)
     return ModelFacts(
         opset=_default_opset(proto),
         inputs=_dims(proto.graph.input, _initializers(proto)),
         outputs=_dims(proto.graph.output, set()),
-        checker_error=_check(proto),
+        checker_error=_check(proto if model.data_path is None else str(model.path)),
         operators=tuple(node.op_type for node in proto.graph.node),
     )
 
@@ -66,11 +69,13 @@ def _dim(dim: TensorShapeProto.Dimension) -> int | str | None:
     return None
 
 
-def _check(proto: ModelProto) -> str | None:
+def _check(model: ModelProto | str) -> str | None:
+    """A model without external data is checked as read (it is all there); one with it by
+    path, which the checker requires past 2 GiB."""
     import onnx
 
     try:
-        onnx.checker.check_model(proto, full_check=True)
+        onnx.checker.check_model(model, full_check=True)
     except Exception as error:  # ValidationError, InferenceError: both are findings
         return shorten(strip_ansi(str(error)), 800)
     return None

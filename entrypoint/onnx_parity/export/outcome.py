@@ -19,7 +19,6 @@ from onnx_parity.export.constant_shapes import ConstantShape
 from onnx_parity.export.export_batch import HardCodedBatch, choose_export_batch
 from onnx_parity.export.exporters import Exported, ExportRequest, export
 from onnx_parity.export.failures import ExportFailure
-from onnx_parity.export.inspection import inspect_model
 from onnx_parity.export.review import (
     OtherExporter,
     fallback_findings,
@@ -28,6 +27,7 @@ from onnx_parity.export.review import (
     warning_findings,
 )
 from onnx_parity.findings import Finding
+from onnx_parity.model_files import ModelFile, remove_model
 from onnx_parity.models import (
     BoundInputs,
     ReferenceFailure,
@@ -44,7 +44,7 @@ from onnx_parity.settings import EXPORTERS, ModelSpec
 @dataclass(frozen=True)
 class ExportOutcome:
     exporter: str | None
-    model_bytes: bytes | None
+    model: ModelFile | None  # `<name>.onnx` in the work folder (None: no exporter succeeded)
     export_batch: int
     # Evidence that the batch axis is frozen, found before export (PyTorch fails at batch 2).
     frozen: HardCodedBatch | None
@@ -56,22 +56,26 @@ class ExportOutcome:
     constant_shapes: tuple[ConstantShape, ...] = ()  # TorchScript: its baked sizes
 
 
-def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path) -> ExportOutcome:
+def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
+                 folder: Path) -> ExportOutcome:
+    """The model is written into `folder` (the worker's work folder) as `<name>.onnx`."""
     batch, frozen = choose_export_batch(module, bound, spec, repo)
     request = _request(module, bound, spec, start=0, batch=batch)
-    exported, failures = _try_exporters(spec.exporters, request)
+    destination = folder / f"{spec.name}.onnx"
+    exported, failures = _try_exporters(spec.exporters, request, destination)
     tried: list[Exported | ExportFailure] = [*failures, *([exported] if exported else [])]
     attempts = tuple(_attempt(item) for item in tried)
-    other = _other_exporter(spec.exporters, request, failures) if exported is None else None
+    other = (_other_exporter(spec.exporters, request, failures, _scratch(destination, "other"))
+             if exported is None else None)
     findings = fallback_findings(failures, exported, repo, spec.allow_warnings, other)
     if exported is not None:
         findings += warning_findings(exported.warnings, repo, spec.allow_warnings)
         findings += _second_trace(module, bound, spec, exported, batch)
-    assumed = (read_assumed(exported.exporter, exported.program, exported.model_bytes, request,
+    assumed = (read_assumed(exported.exporter, exported.program, exported.model.path, request,
                             dimensions(spec, bound), repo) if exported else AssumedShapes())
     return ExportOutcome(
         exporter=exported.exporter if exported else None,
-        model_bytes=exported.model_bytes if exported else None,
+        model=exported.model if exported else None,
         export_batch=batch, frozen=frozen, attempts=attempts,
         findings=tuple(merge_branches(findings)),
         program=exported.program if exported else None,
@@ -104,13 +108,18 @@ def _export_feed(module: Any, bound: BoundInputs, spec: ModelSpec,
     return wide
 
 
-def _try_exporters(exporters: tuple[str, ...],
-                   request: ExportRequest) -> tuple[Exported | None, list[ExportFailure]]:
+def _scratch(destination: Path, purpose: str) -> Path:
+    """Where an export that is not shipped writes its model (removed once read)."""
+    return destination.with_name(f".{destination.stem}.{purpose}.onnx")
+
+
+def _try_exporters(exporters: tuple[str, ...], request: ExportRequest,
+                   destination: Path) -> tuple[Exported | None, list[ExportFailure]]:
     failures: list[ExportFailure] = []
     for exporter in exporters:
         print(f"--- export with {exporter} (opset {request.opset}) starts", flush=True)
         try:
-            exported = export(exporter, request)
+            exported = export(exporter, request, destination)
         except ExportFailure as error:
             _log_attempt(exporter, "" if error.output_logged else error.output, error.warnings,
                          f"failed: {error.message}")
@@ -125,7 +134,7 @@ def _try_exporters(exporters: tuple[str, ...],
 
 
 def _other_exporter(exporters: tuple[str, ...], request: ExportRequest,
-                    failures: list[ExportFailure]) -> OtherExporter | None:
+                    failures: list[ExportFailure], scratch: Path) -> OtherExporter | None:
     """An operator the configured exporter cannot translate: would the other one do? Tried
     (only then, so a passing model pays nothing) to say so; its model is not shipped."""
     others = [name for name in EXPORTERS if name not in exporters]
@@ -133,10 +142,12 @@ def _other_exporter(exporters: tuple[str, ...], request: ExportRequest,
         return None
     print(f"--- export with {others[0]} (not configured: does it export this model?)", flush=True)
     try:
-        export(others[0], request)
+        export(others[0], request, scratch)
     except ExportFailure as error:
         print(f"--- export with {others[0]}: failed too: {error.message}", flush=True)
         return OtherExporter(others[0], False, f"{error.kind}: {error.message}")
+    finally:
+        remove_model(scratch)
     print(f"--- export with {others[0]}: succeeded (not used)", flush=True)
     return OtherExporter(others[0], True)
 
@@ -164,11 +175,22 @@ def _second_trace(module: Any, bound: BoundInputs, spec: ModelSpec, exported: Ex
     if exported.exporter != "torchscript" or bound.sample_count <= 1:
         return []
     start = max(1, bound.sample_count - batch)
+    scratch = _scratch(exported.model.path, "retrace")
     try:
-        again = export("torchscript", _request(module, bound, spec, start=start, batch=batch))
+        again = export("torchscript", _request(module, bound, spec, start=start, batch=batch),
+                       scratch)
+        second = _operators(again.model)
     except ExportFailure:
         return []
-    first = inspect_model(exported.model_bytes).operators
-    second = inspect_model(again.model_bytes).operators
+    finally:
+        remove_model(scratch)
+    first = _operators(exported.model)
     finding = trace_divergence(first, second, spec.allow_warnings)
     return [finding] if finding else []
+
+
+def _operators(model: ModelFile) -> tuple[str, ...]:
+    import onnx
+
+    return tuple(node.op_type for node in onnx.load(str(model.path),
+                                                    load_external_data=False).graph.node)

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity.errors import UserError
+from onnx_parity.model_files import remove_model
 from onnx_parity.report import (
     ReportFormatError,
     divergence_record,
@@ -19,7 +20,7 @@ from onnx_parity.report import (
     variant_file,
     variant_record,
 )
-from onnx_parity.results import ModelResult, RunResult, VariantResult
+from onnx_parity.results import ModelResult, RunResult, StoredFile, VariantResult
 
 
 class OutputError(UserError):
@@ -77,7 +78,7 @@ def _write_model(run: RunResult, name: str, out: Path) -> None:
     onnx_file = None
     if model.onnx_path and Path(model.onnx_path).is_file():
         onnx_file = f"{name}.onnx"
-        shutil.move(model.onnx_path, out / onnx_file)
+        _move_model(Path(model.onnx_path), model.onnx_files, out / onnx_file)
     record = parity_record(model, run.versions, onnx_file)
     _write_json(out / f"{name}.parity.json", record)
     divergence = divergence_record(model)
@@ -91,10 +92,20 @@ def _write_variant(run: RunResult, model: ModelResult, variant: VariantResult, o
     """`<model>.<variant>.onnx` and its `<model>.<variant>.parity.json` beside the fp32 files."""
     file = variant_file(model.name, variant)
     if file and variant.onnx_path and Path(variant.onnx_path).is_file():
-        shutil.move(variant.onnx_path, out / file)
+        _move_model(Path(variant.onnx_path), variant.files, out / file)
     if variant.skipped is None:
         _write_json(out / f"{model.name}.{variant.name}.parity.json",
                     variant_record(model, variant, run.versions))
+
+
+def _move_model(onnx_path: Path, files: tuple[StoredFile, ...], destination: Path) -> None:
+    """The .onnx and, for a model with external data, its data file, moved into the output
+    folder (a rename; a copy streamed on disk across filesystems): the data file keeps the
+    name the .onnx gives it. A data file left there by an earlier run goes first."""
+    remove_model(destination)
+    shutil.move(onnx_path, destination)
+    for file in files[1:]:
+        shutil.move(onnx_path.with_name(file.file), destination.with_name(file.file))
 
 
 def _write_json(path: Path, document: object) -> None:

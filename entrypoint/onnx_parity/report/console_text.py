@@ -17,7 +17,8 @@ from onnx_parity.verification import first_sentence
 # (locations.source_line, bound to the repository by the command).
 SourceLine = Callable[[str, int], str | None]
 
-HEADER = ("", "model", "exporter", "opset", "max abs diff", "atol", "batches", "findings")
+HEADER = ("", "model", "exporter", "opset", "max abs diff", "atol", "batches", "peak RSS",
+          "findings")
 
 
 def verdict_word(model: ModelResult) -> str:
@@ -32,6 +33,14 @@ def atol_text(model: ModelResult) -> str:
     return f"{model.atol:g}"
 
 
+def memory_text(model: ModelResult) -> str:
+    """The worker's peak resident memory (console only: report.md stays reproducible)."""
+    size = model.max_rss_bytes
+    if size is None:
+        return "-"
+    return f"{size / 2**30:.1f} GB" if size >= 2**30 else f"{size / 2**20:.0f} MB"
+
+
 def error_codes(model: ModelResult) -> list[str]:
     """The codes of the model's error findings, once each, in the order found."""
     return list(dict.fromkeys(f.code for f in model.findings if f.severity == Severity.ERROR))
@@ -41,7 +50,7 @@ def _row(model: ModelResult) -> tuple[str, ...]:
     findings = dict.fromkeys(f"{f.code}({f.severity.value})" for f in model.findings)
     return (verdict_word(model), model.name, model.exporter or "-", str(model.opset or "-"),
             diff_text(model), atol_text(model), ",".join(map(str, model.batch_sizes)),
-            ", ".join(findings) or "-")
+            memory_text(model), ", ".join(findings) or "-")
 
 
 def verdict_table(run: RunResult) -> str:

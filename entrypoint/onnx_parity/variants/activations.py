@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from onnx_parity.locations import innermost_user_frame, text_frames
+from onnx_parity.model_files import ModelFile
 from onnx_parity.variants.build import Feed, feed_reader
 from onnx_parity.variants.figures import sqnr_db
 
@@ -62,20 +63,21 @@ class Overflow:
 class FloatModel:
     """The fp32 model's tensors: where each comes from, and (computed once) its activations."""
 
-    def __init__(self, path: Path, feeds: Sequence[Feed], repo: Path, folder: Path) -> None:
-        self.path, self.feeds, self.repo, self.folder = path, feeds, repo, folder
+    def __init__(self, model: ModelFile, feeds: Sequence[Feed], repo: Path,
+                 folder: Path) -> None:
+        self.model, self.feeds, self.repo, self.folder = model, feeds, repo, folder
 
     @cached_property
     def sources(self) -> dict[str, TensorSource]:
         import onnx
 
-        proto = onnx.load(str(self.path), load_external_data=False)
+        proto = onnx.load(str(self.model.path), load_external_data=False)
         return {output: _source(node, output, self.repo)
                 for node in proto.graph.node for output in node.output}
 
     @cached_property
     def activations(self) -> Activations:
-        return collect(self.path, self.feeds, self.folder)
+        return collect(self.model, self.feeds, self.folder)
 
     def overflows(self) -> list[Overflow]:
         """Activations outside float16's range, in graph order (the first is where it starts)."""
@@ -88,7 +90,7 @@ class FloatModel:
                     found.append(Overflow(source, largest))
         return found
 
-    def losses(self, kind: str, variant: Path) -> list[TensorLoss]:
+    def losses(self, kind: str, variant: ModelFile) -> list[TensorLoss]:
         """Per-tensor SQNR of the variant against fp32, lowest first."""
         theirs = collect(variant, self.feeds, self.folder)
         pairs = (_qdq_pairs(theirs, self.activations) if kind == "int8-static"
@@ -99,15 +101,17 @@ class FloatModel:
                       key=lambda loss: loss.sqnr_db)
 
 
-def collect(model: Path, feeds: Sequence[Feed], folder: Path) -> Activations:
-    """Every float tensor of `model` on `feeds`, through qdq_loss_debug's augmented model."""
+def collect(model: ModelFile, feeds: Sequence[Feed], folder: Path) -> Activations:
+    """Every float tensor of `model` on `feeds`, through qdq_loss_debug's augmented model
+    (saved with external data, as its own copy of the weights, when the model has it)."""
     from onnxruntime.quantization.qdq_loss_debug import (
         collect_activations,
         modify_model_output_intermediate_tensors,
     )
 
-    augmented = folder / f"{model.stem}.activations.onnx"
-    modify_model_output_intermediate_tensors(str(model), str(augmented))
+    augmented = folder / f"{model.path.stem}.activations.onnx"
+    modify_model_output_intermediate_tensors(str(model.path), str(augmented),
+                                             save_as_external_data=model.data_path is not None)
     runs = collect_activations(str(augmented), feed_reader(feeds))
     return {name: np.concatenate([np.ravel(value) for value in values])
             for name, values in runs.items()}

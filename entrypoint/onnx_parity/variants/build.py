@@ -4,6 +4,12 @@
 `int8-static`: QDQ int8, activation ranges calibrated on the committed samples
 (`quantize_static` with a `CalibrationDataReader`). `fp16`: float16 weights and activations,
 inputs and outputs kept float32 (`convert_float_to_float16(keep_io_types=True)`).
+
+A variant of a model with external data is written with external data too, as
+`<model>.<variant>.onnx` and its `.data` beside it (the quantizers' `use_external_data_format`;
+the float16 converter is given the path, so its shape inference runs on the file, and its
+result is saved with external data): the names it is built under are the names it ships under,
+since the .onnx names its data file.
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ import numpy as np
 
 from onnx_parity.ansi import strip_ansi
 from onnx_parity.errors import ModelProblem
+from onnx_parity.model_files import ModelFile, data_file, remove_model
 
 Feed = dict[str, np.ndarray]
 CALIBRATION_METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
@@ -30,42 +37,52 @@ class VariantFailure(ModelProblem):
         super().__init__(self.message)
 
 
-def build_variant(kind: str, fp32: Path, folder: Path, calibration: Sequence[Feed],
-                  method: str) -> bytes:
-    """The variant's model bytes; raises VariantFailure with onnxruntime's message."""
-    target = folder / f"{kind}.onnx"
+def build_variant(kind: str, fp32: ModelFile, target: Path, calibration: Sequence[Feed],
+                  method: str) -> ModelFile:
+    """The variant's files at `target`; raises VariantFailure with onnxruntime's message."""
+    remove_model(target)
+    external = fp32.data_path is not None
     try:
         if kind == "int8-dynamic":
-            _dynamic(fp32, target)
+            _dynamic(fp32.path, target, external)
         elif kind == "int8-static":
-            _static(fp32, target, calibration, method)
+            _static(fp32.path, target, calibration, method, external)
         else:
-            _fp16(fp32, target)
-        return target.read_bytes()
+            _fp16(fp32.path, target, external)
     except Exception as error:  # onnxruntime raises many kinds; each one is evidence
         raise VariantFailure(kind, "built", error) from error
+    return ModelFile.at(target)
 
 
-def _dynamic(fp32: Path, target: Path) -> None:
+def _dynamic(fp32: Path, target: Path, external: bool) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(str(fp32), str(target), weight_type=QuantType.QInt8)
+    quantize_dynamic(str(fp32), str(target), weight_type=QuantType.QInt8,
+                     use_external_data_format=external)
 
 
-def _static(fp32: Path, target: Path, calibration: Sequence[Feed], method: str) -> None:
+def _static(fp32: Path, target: Path, calibration: Sequence[Feed], method: str,
+            external: bool) -> None:
     from onnxruntime.quantization import CalibrationMethod, QuantFormat, quantize_static
 
     quantize_static(str(fp32), str(target), feed_reader(calibration),
-                    quant_format=QuantFormat.QDQ,
+                    quant_format=QuantFormat.QDQ, use_external_data_format=external,
                     calibrate_method=getattr(CalibrationMethod, CALIBRATION_METHODS[method]))
 
 
-def _fp16(fp32: Path, target: Path) -> None:
+def _fp16(fp32: Path, target: Path, external: bool) -> None:
     import onnx
     from onnxruntime.transformers.float16 import convert_float_to_float16
 
-    converted = convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True)
-    onnx.save(converted, str(target))
+    if not external:
+        onnx.save(convert_float_to_float16(onnx.load(str(fp32)), keep_io_types=True),
+                  str(target))
+        return
+    # A path, not a proto: the converter then infers shapes on the file (infer_shapes_path),
+    # the one way that works past 2 GiB; the float16 weights are written beside the graph.
+    converted = convert_float_to_float16(str(fp32), keep_io_types=True)
+    onnx.save(converted, str(target), save_as_external_data=True,
+              all_tensors_to_one_file=True, location=data_file(target).name)
 
 
 def feed_reader(feeds: Sequence[Feed]) -> Any:

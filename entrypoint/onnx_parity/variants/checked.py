@@ -9,7 +9,6 @@ is a `variant-error` and the fp32 verdict stands.
 
 from __future__ import annotations
 
-import hashlib
 import statistics
 import time
 from collections.abc import Sequence
@@ -19,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from onnx_parity.findings import Finding
+from onnx_parity.model_files import ModelFile
 from onnx_parity.models import BoundInputs, batch_arrays, input_shapes
 from onnx_parity.results import VariantComparison, VariantResult
 from onnx_parity.settings import ModelSpec
@@ -57,7 +57,7 @@ class Case:
 class VerifiedModel:
     """The fp32 model that passed verification, the cuts it ran, and the inputs they came from."""
 
-    model_bytes: bytes
+    model: ModelFile  # the exported files in the work folder, read where they are
     runs: Sequence[CutRun]  # every cut both runtimes ran, at every shape, with PyTorch's outputs
     bound: BoundInputs
 
@@ -88,16 +88,15 @@ def skipped_variants(spec: ModelSpec, fp32_size: int, reason: str) -> VariantsCh
 def check_variants(verified: VerifiedModel, spec: ModelSpec, repo: Path, folder: Path,
                    threads: int = 0) -> VariantsChecked:
     """`threads`: the worker's share of the cores for each onnxruntime session (0: default)."""
-    model_bytes, bound = verified.model_bytes, verified.bound
+    model, bound = verified.model, verified.bound
     folder.mkdir(parents=True, exist_ok=True)
-    fp32_path = folder / "fp32.onnx"
-    fp32_path.write_bytes(model_bytes)
-    session = open_session(model_bytes, spec.runtime_optimization, threads)
+    session = open_session(model.path, spec.runtime_optimization, threads)
     cases = _cases(session, bound, spec, verified.runs)
     calibration = _calibration_feeds(session, bound)
-    context = _Context(spec, cases, FloatModel(fp32_path, calibration, repo, folder),
-                       len(model_bytes), median_latency_ms(session, cases[0].feed), folder,
+    context = _Context(spec, cases, FloatModel(model, calibration, repo, folder),
+                       model.size_bytes, median_latency_ms(session, cases[0].feed), folder,
                        bound.sample_count, threads)
+    del session  # its weights leave memory before a variant's are loaded
     results, findings = [], []
     for kind in spec.variants:
         result, found = _variant(kind, context, calibration)
@@ -114,28 +113,32 @@ def _variant(kind: str, context: _Context,
     settings = _settings(kind, context.spec)
     base = VariantResult(kind, context.fp32_size, notes=notes, settings=settings,
                          fp32_latency_ms=context.fp32_latency_ms)
+    # Built under the name it ships under (`<model>.<variant>.onnx`): the .onnx of a model with
+    # external data names its data file, which must keep that name in the output folder.
+    target = context.folder / f"{context.spec.name}.{kind}.onnx"
     try:
-        data = build_variant(kind, context.fp32.path, context.folder, calibration,
-                             context.spec.calibration)
-        session = _session(kind, data, context.spec.runtime_optimization, context.threads)
+        built = build_variant(kind, context.fp32.model, target, calibration,
+                              context.spec.calibration)
+        session = _session(kind, built, context.spec.runtime_optimization, context.threads)
         comparisons, broken = _compare(kind, session, context.cases)
     except VariantFailure as failure:
         return base, [variant_error(failure)]
-    path = context.folder / f"{kind}.onnx"
+    files = built.stored()
     result = VariantResult(
-        kind, context.fp32_size, size_bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
-        comparisons=tuple(comparisons), notes=notes, onnx_path=str(path), settings=settings,
-        latency_ms=median_latency_ms(session, context.cases[0].feed),
-        fp32_latency_ms=context.fp32_latency_ms)
+        kind, context.fp32_size, size_bytes=built.size_bytes, sha256=files[0].sha256,
+        comparisons=tuple(comparisons), notes=notes, onnx_path=str(built.path),
+        settings=settings, latency_ms=median_latency_ms(session, context.cases[0].feed),
+        fp32_latency_ms=context.fp32_latency_ms, files=files)
+    del session
     missed = misses(result, context.spec)
     if missed:
-        broken.append(degraded(kind, missed, context.fp32.losses(kind, path)))
+        broken.append(degraded(kind, missed, context.fp32.losses(kind, built)))
     return result, broken
 
 
-def _session(kind: str, data: bytes, optimization: str, threads: int) -> Session:
+def _session(kind: str, built: ModelFile, optimization: str, threads: int) -> Session:
     try:
-        return open_session(data, optimization, threads)
+        return open_session(built.path, optimization, threads)
     except RuntimeFailure as error:
         raise VariantFailure(kind, "loaded by onnxruntime", error) from error
 

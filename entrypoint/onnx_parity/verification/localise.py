@@ -21,6 +21,7 @@ import numpy as np
 from onnx_parity.finding_details import FirstDivergence
 from onnx_parity.findings import CATALOGUE, Finding
 from onnx_parity.locations import scrub_paths, source_line
+from onnx_parity.model_files import ModelFile
 from onnx_parity.models import BoundInputs, as_call
 from onnx_parity.results import Divergence, NodeCheck, OutputComparison
 from onnx_parity.settings import ModelSpec
@@ -56,7 +57,7 @@ class Localisation:
     module: Any  # the user's nn.Module (the reference)
     program: Any  # dynamo's ONNXProgram, or None for TorchScript
     exporter: str
-    model_bytes: bytes  # the shipped graph
+    model: ModelFile  # the shipped model
     bound: BoundInputs
     spec: ModelSpec
     repo: Path
@@ -101,7 +102,7 @@ def target(findings: list[Finding], failed: list[CutRun]) -> tuple[CutRun, str] 
 
 def localise(request: Localisation, run: CutRun, output: str) -> Divergence:
     attempt = _Attempt(request, run, output, time.perf_counter())
-    graph = read_graph(request.model_bytes)
+    graph = read_graph(request.model)
     try:
         if time.monotonic() > request.deadline:
             raise LocalisationTimeout
@@ -181,7 +182,7 @@ def _onnx_values(request: Localisation, graph: Graph, run: CutRun,
         raise LocalisationTimeout
     inputs = tuple(name for name in graph.inputs if name not in graph.constants)
     feed = ort_feed(inputs, request.bound, run.cut.feed)
-    return intermediate_values(request.model_bytes, wanted, feed)
+    return intermediate_values(request.model, wanted, feed)
 
 
 def _compare(request: Localisation, run: CutRun,

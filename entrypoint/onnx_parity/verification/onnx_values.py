@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from onnx_parity.model_files import ModelFile
 from onnx_parity.verification.runtime import open_session, run_session
 
 LOCALISATION_LEVEL = "disabled"
@@ -47,10 +48,10 @@ class Graph:
         return {value for node in self.nodes for value in node.outputs if value}
 
 
-def read_graph(model_bytes: bytes) -> Graph:
+def read_graph(model: ModelFile) -> Graph:
     import onnx
 
-    proto = onnx.load_from_string(model_bytes)
+    proto = onnx.load(str(model.path), load_external_data=False)  # the graph, not the weights
     return Graph(
         nodes=tuple(_node(node) for node in proto.graph.node),
         inputs=tuple(value.name for value in proto.graph.input),
@@ -81,18 +82,26 @@ def module_and_op(namespace: str | None) -> tuple[str | None, str | None]:
     return (modules[-1] if modules else None), op
 
 
-def intermediate_values(model_bytes: bytes, wanted: list[str],
+def intermediate_values(model: ModelFile, wanted: list[str],
                         feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """onnxruntime's value of each wanted value (graph outputs too) on `feed`, optimizations off."""
+    """onnxruntime's value of each wanted value (graph outputs too) on `feed`, optimizations off.
+
+    The graph with those outputs added is saved beside the model, so a model with external
+    data keeps reading its weights from the data file it names: they are never loaded here."""
     import onnx
 
-    proto = onnx.load_from_string(model_bytes)
+    proto = onnx.load(str(model.path), load_external_data=False)
     present = {value.name for value in proto.graph.output}
     for name in wanted:
         if name not in present:
             proto.graph.output.append(onnx.ValueInfoProto(name=name))
             present.add(name)
-    session = open_session(proto.SerializeToString(), LOCALISATION_LEVEL)
+    values_model = model.path.with_name(f".{model.path.stem}.values.onnx")
+    try:
+        onnx.save(proto, str(values_model))
+        session = open_session(values_model, LOCALISATION_LEVEL)
+    finally:
+        values_model.unlink(missing_ok=True)
     names = session.output_names
     values = run_session(session, {name: feed[name] for name in session.input_names})
     return dict(zip(names, values, strict=True))

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from onnx_parity.findings import Finding
+from onnx_parity.model_files import ModelFile
 from onnx_parity.models import BoundInputs
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import OPTIMIZATION_LEVELS, ModelSpec
@@ -25,13 +26,13 @@ class OptimizerCheck:
     drifted: frozenset[str] = frozenset()  # outputs whose mismatch the optimizer alone causes
 
 
-def optimizer_check(model_bytes: bytes, failed: list[CutRun], bound: BoundInputs,
+def optimizer_check(model: ModelFile, failed: list[CutRun], bound: BoundInputs,
                     spec: ModelSpec) -> OptimizerCheck:
     configured = spec.runtime_optimization
     if configured == "disabled" or not failed:
         return OptimizerCheck()
     lower = OPTIMIZATION_LEVELS[: OPTIMIZATION_LEVELS.index(configured)]
-    rows_at = {level: _rerun(model_bytes, failed, bound, spec, level) for level in lower}
+    rows_at = {level: _rerun(model, failed, bound, spec, level) for level in lower}
     disabled = rows_at["disabled"]
     if disabled is None:
         return OptimizerCheck()
@@ -47,11 +48,11 @@ def optimizer_check(model_bytes: bytes, failed: list[CutRun], bound: BoundInputs
     return OptimizerCheck(findings, drifted)
 
 
-def _rerun(model_bytes: bytes, failed: list[CutRun], bound: BoundInputs, spec: ModelSpec,
+def _rerun(model: ModelFile, failed: list[CutRun], bound: BoundInputs, spec: ModelSpec,
            level: str) -> list[OutputComparison] | None:
     """The failed cuts at another level; None when onnxruntime cannot run them there."""
     try:
-        session = open_session(model_bytes, level)
+        session = open_session(model.path, level)
     except RuntimeFailure:
         return None
     rows: list[OutputComparison] = []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, TypeVar
 
 import numpy as np
@@ -36,8 +37,9 @@ class Session:
     output_names: tuple[str, ...]
 
 
-def open_session(model_bytes: bytes, optimization: str = "all", threads: int = 0) -> Session:
-    """A CPU session at the graph optimization level named as in `runtime-optimization`;
+def open_session(model: Path, optimization: str = "all", threads: int = 0) -> Session:
+    """A CPU session on the .onnx at `model` (onnxruntime reads its external data from the
+    file beside it), at the graph optimization level named as in `runtime-optimization`;
     `threads` > 0 caps its pools (workers running side by side share the cores)."""
     import onnxruntime
 
@@ -49,7 +51,7 @@ def open_session(model_bytes: bytes, optimization: str = "all", threads: int = 0
         options.intra_op_num_threads = threads
         options.inter_op_num_threads = threads
     handle = _native_call(lambda: onnxruntime.InferenceSession(
-        model_bytes, options, providers=["CPUExecutionProvider"]))
+        str(model), options, providers=["CPUExecutionProvider"]))
     return Session(
         handle,
         tuple(item.name for item in handle.get_inputs()),
