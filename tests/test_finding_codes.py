@@ -33,6 +33,7 @@ from onnx_parity.results import (
     OutputComparison,
     Provenance,
     StepTiming,
+    StoredFile,
     VariantComparison,
 )
 
@@ -152,6 +153,7 @@ def test_every_key_a_finding_of_the_fixture_holds_is_a_typed_detail() -> None:
 @pytest.mark.parametrize(("shape", "kind"), [
     (json_shapes.ComparisonJson, OutputComparison), (json_shapes.AttemptJson, ExportAttempt),
     (json_shapes.StepJson, StepTiming), (json_shapes.VariantComparisonJson, VariantComparison),
+    (json_shapes.StoredFileJson, StoredFile),
     (json_shapes.NodeJson, NodeCheck), (json_shapes.DivergenceJson, Divergence),
     (json_shapes.ProvenanceJson, Provenance), (json_shapes.BaseFiguresJson, BaseFigures),
     (json_shapes.BaselineJson, Baseline), (json_shapes.FindingJson, Finding),
