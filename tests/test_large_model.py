@@ -1,0 +1,137 @@
+"""A model past 2 GiB through the real CLI: nine 8192x8192 Linear layers (2.4 GB of float32),
+built at run time from a seed (nothing committed), exported with external data, checked by
+path, and kept by the cache and the output folder as two files.
+
+It must run alone in memory (CI runs it; measured here: about 5 GB at the worker's peak);
+batch sizes [1, 2] and no memory limit keep it at what an independent check needs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import resource
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixture_repo.harness import CliRun, run_cli
+
+pytestmark = pytest.mark.slow
+
+WIDTH, LAYERS = 8192, 9
+PROTOBUF_LIMIT = 2**31
+FACTORY = f'''"""{LAYERS} Linear layers of {WIDTH}x{WIDTH}: 2.4 GB of float32, seeded."""
+
+import math
+
+import torch
+from torch import nn
+
+
+def build() -> nn.Module:
+    generator = torch.Generator().manual_seed(0)
+    bound = math.sqrt(3.0 / {WIDTH})  # unit variance kept through every layer
+    layers = []
+    for _ in range({LAYERS}):
+        layer = nn.Linear({WIDTH}, {WIDTH}, device="meta").to_empty(device="cpu")
+        with torch.no_grad():
+            layer.weight.uniform_(-bound, bound, generator=generator)
+            layer.bias.zero_()
+        layers.append(layer)
+    return nn.Sequential(*layers).eval()
+'''
+CONFIG = """batch-sizes = [1, 2]
+atol = 1e-4
+rtol = 1e-4
+
+[[model]]
+name = "wide"
+factory = "models.wide:build"
+inputs = { input = "samples/input.npy" }
+dynamic-axes = { input = { 0 = "batch" } }
+"""
+
+
+def write_repo(repo: Path) -> Path:
+    (repo / "models").mkdir(parents=True)
+    (repo / "models" / "__init__.py").write_text("", encoding="utf-8")
+    (repo / "models" / "wide.py").write_text(FACTORY, encoding="utf-8")
+    (repo / "samples").mkdir()
+    rng = np.random.default_rng(0)
+    np.save(repo / "samples" / "input.npy", rng.standard_normal((2, WIDTH)).astype(np.float32))
+    (repo / "onnx-parity.toml").write_text(CONFIG, encoding="utf-8")
+    return repo
+
+
+def sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 22):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def check(repo: Path, cache: Path, out: Path) -> CliRun:
+    return run_cli("check", "--cache", str(cache), "--jobs", "1", cwd=repo, out=out,
+                   timeout=1500)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> tuple[CliRun, CliRun, Path]:
+    root = tmp_path_factory.mktemp("large")
+    repo = write_repo(root / "repo")
+    first = check(repo, root / "cache", root / "first")
+    again = check(repo, root / "cache", root / "again")
+    return first, again, root / "cache"
+
+
+def test_a_model_past_2_gib_passes_with_its_external_data_beside_it(
+        runs: tuple[CliRun, CliRun, Path]) -> None:
+    first, _, _ = runs
+    assert first.code == 0, first.stdout + first.stderr
+    model = first.models()["wide"]
+    assert model["passed"], model["findings"]
+    assert {f["code"] for f in model["findings"]} <= {"training-mode"}, model["findings"]
+    onnx, data = first.folder / "wide.onnx", first.folder / "wide.onnx.data"
+    assert data.stat().st_size > PROTOBUF_LIMIT
+    assert onnx.stat().st_size < 1 << 20  # the graph alone
+    record = json.loads((first.folder / "wide.parity.json").read_text(encoding="utf-8"))
+    listed = {item["file"]: item for item in record["onnx_files"]}
+    assert list(listed) == ["wide.onnx", "wide.onnx.data"]
+    for path in (onnx, data):
+        assert listed[path.name]["size_bytes"] == path.stat().st_size
+        assert listed[path.name]["sha256"] == sha256(path)
+    assert record["onnx_sha256"] == listed["wide.onnx"]["sha256"]
+    assert model["onnx_files"] == record["onnx_files"]
+    assert [c["batch_size"] for c in model["comparisons"]] == [1, 2]
+
+
+def test_the_workers_peak_memory_is_recorded_and_stays_near_an_independent_checks(
+        runs: tuple[CliRun, CliRun, Path]) -> None:
+    first, _, _ = runs
+    peak = first.models()["wide"]["max_rss_bytes"]
+    # The weights once in PyTorch and once in onnxruntime, plus torch: never a third copy.
+    assert 2.4e9 < peak < 8e9, peak
+    assert "peak RSS" in first.stdout
+    assert " GB " in first.stdout
+    # Every process this test started (the CLI, its zygote and workers) stayed well under the
+    # machine's 24 GB (ru_maxrss of the largest waited-for descendant, in KiB).
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024 < 10e9
+
+
+def test_a_cached_rerun_hands_back_both_files_hard_linked(
+        runs: tuple[CliRun, CliRun, Path]) -> None:
+    first, again, cache = runs
+    assert again.code == 0, again.stdout + again.stderr
+    assert "wide: cached" in again.stdout
+    assert again.models()["wide"]["onnx_files"] == first.models()["wide"]["onnx_files"]
+    entry = next(cache.glob("v1/wide/*/*/entry.json")).parent
+    for name, kept in (("wide.onnx", "model.onnx"), ("wide.onnx.data", "model.onnx.data")):
+        handed = again.folder / name
+        assert handed.is_file()
+        # One copy on disk: the entry's file and the one handed back are the same inode.
+        assert os.stat(handed).st_ino == os.stat(entry / kept).st_ino
+        assert os.stat(handed).st_nlink >= 2
