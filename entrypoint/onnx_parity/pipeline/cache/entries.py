@@ -4,6 +4,7 @@
     DIR/v1/<model>/<key>/<reads>/model.onnx   the exported model, when there is one
     DIR/v1/<model>/<key>/<reads>/model.onnx.data   its external data, when it has any
     DIR/v1/<model>/<key>/<reads>/variant.<variant>.onnx(.data)   each deployment variant built
+    DIR/CACHEDIR.TAG   marks the folder as a cache (backup tools and the workers' watch skip it)
 
 `<key>` is the static fingerprint; `<reads>` the digest of the files the worker read, so a
 helper file that changes back and forth (the base branch's and a pull request's version) keeps
@@ -23,6 +24,7 @@ does not; each is checked against its sha256 before it is handed back.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import hashlib
 import json
@@ -42,6 +44,10 @@ from onnx_parity.results import ModelResult, Provenance, StoredFile, VariantResu
 FORMAT = "v1"
 TOOL = "onnx-parity"
 MODEL_FILE = "model.onnx"
+# The Cache Directory Tagging spec's file: backup tools skip the folder, and so does a worker's
+# watch for the files a model opens (watch.py), when the cache lies inside the repository.
+CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
+                "# This folder is onnx-parity's result cache (--cache): it can be deleted.\n")
 
 Json = Any
 Notify = Callable[[str], None]
@@ -68,6 +74,7 @@ class ModelCache:
         self.provenance = provenance
         self.notify = notify
         self.read = read  # False (--no-cache): look nothing up, still write fresh entries
+        _tag(folder)  # before any worker watches the repository the folder may lie in
 
     # ------------------------------------------------------------------------- lookup
 
@@ -229,6 +236,15 @@ def _unchanged(files_read: dict[str, Json], repo: Path) -> bool:
 def _digest(files_read: dict[str, str]) -> str:
     text = json.dumps(files_read, sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:32]
+
+
+def _tag(folder: Path) -> None:
+    """CACHEDIR.TAG at the cache's root; a cache that cannot be written stays readable."""
+    with contextlib.suppress(OSError):
+        folder.mkdir(parents=True, exist_ok=True)
+        tag = folder / "CACHEDIR.TAG"
+        if not tag.is_file():
+            tag.write_text(CACHEDIR_TAG, encoding="utf-8")
 
 
 def _discard(folder: Path) -> None:
