@@ -61,7 +61,8 @@ def test_the_catalogue_holds_the_policies_the_scattered_sets_did() -> None:
     explaining = {code for code, info in CATALOGUE.items() if info.explains_mismatch}
     assert never_cached == {"crash", "timeout", "out-of-memory", "load-error"}
     assert localised == {"parity-mismatch", "nan-or-inf"}
-    assert explaining == {"data-dependent-branch", "frozen-dimension"}
+    assert explaining == {"data-dependent-branch", "frozen-dimension", "shape-assumption",
+                          "length-mismatch"}
 
 
 def test_a_misspelt_code_is_a_type_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

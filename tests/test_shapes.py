@@ -27,25 +27,36 @@ def one(result, code):
     return found[0]
 
 
-def test_recurrent_loop_traced_by_torchscript_is_frozen_on_its_time_axis(check_model):
+def test_recurrent_loop_traced_by_torchscript_fails_at_other_lengths(check_model):
+    """The graph keeps `time` symbolic but unrolls the loop for 8 steps: a length-mismatch at
+    every other length, not a frozen-dimension (the file does not fix the axis)."""
     result = check_model(config("loop", "RecurrentLoop", extra='exporter = "torchscript"\n'))
-    finding = one(result, "frozen-dimension")
-    assert finding.message.startswith('"x" axis 1 ("time") is declared dynamic, but onnxruntime '
-                                      "fails at time 4 (passed at 8; exported at 8)")
-    assert finding.details["failed_size"] == 4
-    assert finding.details["passed_sizes"] == [8]
-    assert "Gather" in finding.message  # onnxruntime's own evidence: the unrolled index
-    assert result.axis_sizes == {"x": {1: (8, 4)}}
-    assert result.dimension_sizes == {"time": (8, 4)}
+    shorter, longer = [f for f in result.findings if f.code == "length-mismatch"]
+    assert shorter.message.startswith(
+        '"x" axis 1 ("time") is symbolic in the exported model, but onnxruntime fails at time '
+        "4, 7 (batch 1, 3; runs clean at 8; exported at 8)")
+    assert "Gather" in shorter.message  # onnxruntime's own evidence: the unrolled index
+    assert shorter.details["sizes"] == [4, 7]
+    assert shorter.details["passed_sizes"] == [8]
+    # Longer than the export: the unrolled loop silently stops after 8 steps.
+    assert longer.details["size"] == 10
+    assert 'the outputs differ at time 10 (batch 1, 3; runs clean at 8; exported at 8): ' \
+           'output "output" max abs diff' in longer.message
+    assert "frozen-dimension" not in codes(result)
+    assert result.axis_sizes == {"x": {1: (8, 4, 7, 10)}}
+    assert result.dimension_sizes == {"time": (8, 4, 7, 10)}
     assert not result.passed
 
 
-def test_position_embedding_sliced_by_length_passes_at_both_lengths(check_model):
+def test_position_embedding_sliced_by_length_passes_at_every_length(check_model):
     result = check_model(config("positions", "PositionEmbedding"))
     assert result.passed, [(f.code, f.message) for f in result.findings]
     ran = {(c.batch_size, c.input_shapes["x"]) for c in result.comparisons}
-    assert ran == {(1, (1, 8, 6)), (3, (3, 8, 6)), (1, (1, 4, 6))}
-    assert result.dimension_sizes == {"time": (8, 4)}
+    # L, L // 2, an odd length near 3L/4, one near 5L/4: at the smallest and largest batch.
+    assert ran == {(batch, (batch, length, 6)) for batch in (1, 3) for length in (8, 4, 7, 10)}
+    assert result.dimension_sizes == {"time": (8, 4, 7, 10)}
+    assert result.lengths["time"].run == (8, 4, 7, 10)
+    assert result.lengths["time"].skipped == {}
 
 
 def test_axis_sizes_choose_the_lengths(check_model):
@@ -60,18 +71,32 @@ def test_a_length_pytorch_cannot_run_is_noted_not_blamed_on_the_export(check_mod
     note = one(result, "shape-not-checked")
     assert note.severity == Severity.NOTE
     assert result.passed
-    assert 'was not checked at time 4: PyTorch itself cannot run the model at that size' in note.message
+    assert ('was not checked at time 4, 7, 10: PyTorch itself cannot run the model at that size '
+            "(RuntimeError: The size of tensor a (4/7/10) must match") in note.message
     assert "axis-sizes = { x = { 1 = [8, ...] } }" in note.suggested_fix
     assert "frozen-dimension" not in codes(result)
+    assert result.lengths["time"].run == (8,)
+    skipped = result.lengths["time"].skipped
+    assert list(skipped) == [4, 7, 10]
+    assert skipped[7].startswith("PyTorch itself fails: RuntimeError: The size of tensor a (7)")
 
 
-def test_a_length_longer_than_the_samples_is_noted(check_model):
+def test_a_length_longer_than_the_samples_repeats_them(check_model):
+    result = check_model(config("longer", "PositionEmbedding",
+                                extra="axis-sizes = { x = { 1 = [4, 13] } }\n"))
+    assert result.passed, [(f.code, f.message) for f in result.findings]
+    assert result.axis_sizes == {"x": {1: (8, 4, 13)}}
+    assert (1, (1, 13, 6)) in {(c.batch_size, c.input_shapes["x"]) for c in result.comparisons}
+
+
+def test_a_length_past_a_position_table_is_skipped_with_pytorchs_error(check_model):
     result = check_model(config("too-long", "PositionEmbedding",
                                 extra="axis-sizes = { x = { 1 = [4, 32] } }\n"))
     note = one(result, "shape-not-checked")
-    assert "was not checked at time 32: the committed samples are 8 long" in note.message
+    assert "was not checked at time 32: PyTorch itself cannot run the model" in note.message
     assert result.passed
     assert result.axis_sizes == {"x": {1: (8, 4)}}
+    assert list(result.lengths["time"].skipped) == [32]
 
 
 def test_sequential_binds_x_by_position_with_a_note(check_model):
@@ -95,8 +120,8 @@ def test_a_mask_behind_a_defaulted_parameter_binds_by_keyword(check_model, expor
             'dynamic-axes = { ids = { 0 = "batch", 1 = "sequence" }, mask = { 0 = "batch", 1 = "sequence" } }\n')
     result = check_model(text)
     assert result.passed, [(f.code, f.message) for f in result.findings]
-    assert result.dimension_sizes == {"sequence": (6, 3)}
-    assert result.axis_sizes == {"ids": {1: (6, 3)}, "mask": {1: (6, 3)}}
+    assert result.dimension_sizes == {"sequence": (6, 3, 5, 8)}
+    assert result.axis_sizes == {"ids": {1: (6, 3, 5, 8)}, "mask": {1: (6, 3, 5, 8)}}
 
 
 def test_optimizer_drift_when_outputs_match_with_optimizations_disabled(check_model):
@@ -132,7 +157,7 @@ def test_a_dynamic_axis_committed_at_length_1_is_exported_from_2(check_model, mo
     dims = [d.dim_param or d.dim_value
             for d in onnx.load(result.onnx_path).graph.input[0].type.tensor_type.shape.dim]
     assert dims[1] == "time"  # symbolic: not fixed at the committed 1
-    assert result.passed
+    assert result.passed, [(f.code, f.message) for f in result.findings]
     assert "frozen-dimension" not in codes(result)
-    note = one(result, "shape-not-checked")
-    assert "was not checked at time 2: the committed samples are 1 long" in note.message
+    assert "shape-not-checked" not in codes(result)  # longer lengths repeat the one step
+    assert result.dimension_sizes == {"time": (1, 2, 3, 4)}

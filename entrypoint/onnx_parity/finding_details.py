@@ -80,7 +80,7 @@ class FindingDetails(TypedDict, total=False):
     passed_sizes: list[int]
     failed_size: int
     size: int
-    reason: Literal["pytorch", "samples"]
+    reason: Literal["pytorch"]  # why a length was skipped: PyTorch itself cannot run it
     # what the export assumed of a dimension (verification/assumptions.py)
     condition: str  # "time must be a multiple of 8"
     guard: str  # the guard torch recorded, in the configured names

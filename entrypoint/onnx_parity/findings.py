@@ -31,6 +31,7 @@ Code: TypeAlias = Literal[
     "positional-binding", "drift-regression",
     "output-layout",
     "shape-assumption",
+    "length-mismatch",
 ]
 CODES: tuple[Code, ...] = get_args(Code)
 
@@ -208,8 +209,8 @@ CATALOGUE: dict[Code, CodeInfo] = {
     ),
     "shape-not-checked": CodeInfo(
         Severity.NOTE,
-        "a size of a declared dynamic axis could not be checked: PyTorch itself cannot run the "
-        "model at it, or the committed samples are too short to cut it from",
+        "a length of a declared dynamic axis was skipped: PyTorch itself cannot run the model "
+        "at it",
         "Set `axis-sizes` to sizes forward accepts (and the samples can give), e.g. "
         "`axis-sizes = { input_ids = { 1 = [8, 16] } }`.",
     ),
@@ -245,6 +246,26 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "Make forward handle every length (pad unconditionally, or `torch.cond`), or declare "
         "the constraint: set `axis-sizes` to lengths that satisfy it and document the "
         "requirement for the code that runs the ONNX model.",
+        explains_mismatch=True,
+    ),
+    "length-mismatch": CodeInfo(
+        Severity.ERROR,
+        "a declared axis the exported model keeps symbolic fails in onnxruntime, or gives other "
+        "outputs than PyTorch, at a length other than the export's: the graph computes for the "
+        "export's length only",
+        "Find where forward (or the library code the evidence quotes) reads the length as a "
+        "Python number (a window or padding size, `range(x.shape[1])`, `int(x.size(1))`) and "
+        "compute it with tensor ops, or export with `exporter = \"dynamo\"`; if the model is "
+        "only meant for some lengths, list them in `axis-sizes`.",
+        explains_mismatch=True,
+    ),
+    "nondeterministic-model": CodeInfo(
+        Severity.ERROR,
+        "PyTorch itself gives other outputs when forward runs twice on the same batch (random "
+        "values drawn inside forward): no parity can be claimed for those outputs",
+        "Take the noise as an input of forward (a tensor the caller samples), or sample it "
+        "outside forward; seeding does not help, since the exported random operators do not "
+        "follow PyTorch's generator.",
         explains_mismatch=True,
     ),
 }

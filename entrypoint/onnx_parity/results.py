@@ -54,6 +54,15 @@ class StepTiming:
 
 
 @dataclass(frozen=True)
+class DimensionLengths:
+    """The lengths one declared dimension ran at (the committed one first), and each length
+    skipped with why (PyTorch itself cannot run the model at it)."""
+
+    run: tuple[int, ...]
+    skipped: dict[int, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
 class StoredFile:
     """One file of an exported model as the output folder holds it (`<name>.onnx`, and
     `<name>.onnx.data` for a model with external data): its name, size and sha256."""
@@ -196,6 +205,8 @@ class ModelResult:
     axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     # the same by dimension name (axes that share a name are one dimension)
     dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # dimension name -> the lengths run and those skipped, with why
+    lengths: dict[str, DimensionLengths] = field(default_factory=dict)
     divergence: Divergence | None = None
     variants: tuple[VariantResult, ...] = ()
     # Wall time of the model's check in its worker (None: not measured, e.g. an older report).

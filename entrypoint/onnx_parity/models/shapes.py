@@ -1,8 +1,10 @@
 """The declared dynamic axes other than the batch, and the sizes each one is run at.
 
 Axes that share a dimension name (`input_ids` and `attention_mask` both `1 = "sequence"`) are
-one dimension and are resized together. A smaller size is the first elements of the committed
-samples along that axis, so PyTorch, the reference, runs on exactly what onnxruntime gets.
+one dimension and are resized together. Another size is the committed samples repeated along
+that axis, wrapping around (a shorter one is their first elements, a longer one starts over
+from the first element): ids, masks and images alike, never random values, and PyTorch, the
+reference, runs on exactly what onnxruntime gets.
 """
 
 from __future__ import annotations
@@ -28,13 +30,8 @@ class Dimension:
 
     @property
     def extra(self) -> tuple[int, ...]:
-        """The sizes other than the committed one that can be cut from the samples."""
-        return tuple(size for size in self.sizes if size < self.committed)
-
-    @property
-    def too_long(self) -> tuple[int, ...]:
-        """Sizes asked for that the committed samples are too short to give."""
-        return tuple(size for size in self.sizes if size > self.committed)
+        """The sizes other than the committed one, in the order they run."""
+        return tuple(size for size in self.sizes if size != self.committed)
 
     def subject(self) -> str:
         """How a finding names it: `"ids" axis 1 and "mask" axis 1 ("sequence")`."""
@@ -46,9 +43,17 @@ class Dimension:
 
 
 def default_sizes(committed: int) -> tuple[int, ...]:
-    """The committed size and `max(2, size // 2)`: never 1, which torch.export specialises."""
-    other = max(2, committed // 2)
-    return (committed,) if other == committed else (committed, other)
+    """The committed size L, `max(2, L // 2)`, an odd size near 3L/4 and one near 5L/4: distinct,
+    never 1 (a size torch.export specialises). Halving a power of two keeps every divisibility
+    that windowing, padding and striding code depends on; an odd size keeps none of them, and a
+    longer one shows a table or a loop bounded by the export's length."""
+    sizes = [committed, max(2, committed // 2)]
+    odd = range(3, 2 * committed + 4, 2)
+    sizes.append(min((n for n in odd if n not in sizes),
+                     key=lambda n: (abs(n - committed * 3 / 4), -n)))
+    longer = max(committed + 1, round(committed * 5 / 4))
+    sizes.append(next(n for n in range(longer, longer + 4) if n not in sizes))
+    return tuple(dict.fromkeys(sizes))
 
 
 def dimensions(spec: ModelSpec, bound: BoundInputs) -> tuple[Dimension, ...]:
@@ -70,13 +75,13 @@ def _dimension(label: str, members: tuple[tuple[str, int], ...], spec: ModelSpec
 
 
 def resize(feed: dict[str, np.ndarray], dimension: Dimension, size: int) -> dict[str, np.ndarray]:
-    """The feed with the dimension cut to its first `size` elements on every axis carrying it."""
-    cut = dict(feed)
+    """The feed with the dimension `size` long on every axis carrying it: the committed
+    elements repeated along the axis, wrapping around (cut when shorter, tiled when longer)."""
+    sized = dict(feed)
     for name, axis in dimension.members:
-        index = [slice(None)] * cut[name].ndim
-        index[axis] = slice(0, size)
-        cut[name] = np.ascontiguousarray(cut[name][tuple(index)])
-    return cut
+        wrapped = np.arange(size) % sized[name].shape[axis]
+        sized[name] = np.ascontiguousarray(np.take(sized[name], wrapped, axis=axis))
+    return sized
 
 
 def input_shapes(feed: dict[str, np.ndarray]) -> dict[str, tuple[int, ...]]:

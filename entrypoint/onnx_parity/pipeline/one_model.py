@@ -36,6 +36,7 @@ from onnx_parity.models import (
 from onnx_parity.pipeline.cache.reads import record_reads
 from onnx_parity.pipeline.threads import use_torch_threads
 from onnx_parity.results import (
+    DimensionLengths,
     Divergence,
     ExportAttempt,
     ModelResult,
@@ -47,6 +48,7 @@ from onnx_parity.results import (
 from onnx_parity.settings import ModelSpec
 from onnx_parity.variants import VerifiedModel, check_variants, skipped_variants
 from onnx_parity.verification import (
+    Assumed,
     CutRun,
     Exported,
     TorchSide,
@@ -90,6 +92,7 @@ class Ledger:
     variants: list[VariantResult] = field(default_factory=list)
     axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    lengths: dict[str, DimensionLengths] = field(default_factory=dict)
     divergence: Divergence | None = None
 
     def result(self) -> ModelResult:
@@ -103,6 +106,7 @@ class Ledger:
             variants=tuple(self.variants),
             runtime_optimization=self.spec.runtime_optimization,
             axis_sizes=dict(self.axis_sizes), dimension_sizes=dict(self.dimension_sizes),
+            lengths=dict(self.lengths),
             divergence=self.divergence,
         )
 
@@ -189,6 +193,7 @@ def _stages(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
     ledger.findings += verified.findings
     ledger.comparisons += verified.comparisons
     ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
+    ledger.lengths = verified.lengths
     if spec.variants:
         with timer.step("variants"):
             _variants(outcome.model, verified, job, workdir, ledger)
@@ -215,7 +220,7 @@ def _verify(built: Built, job: ModelJob, ledger: Ledger) -> Verified:
     ledger.opset = facts.opset
     ledger.findings += model_findings(facts, job.spec)
     exported = Exported(outcome.model, facts, outcome.export_batch, outcome.frozen,
-                        outcome.findings)
+                        outcome.findings, Assumed(outcome.assumptions, outcome.constant_shapes))
     torch_side = TorchSide(built.loaded.module, built.bound, built.samples.golden)
     return verify_model(torch_side, exported, job.spec, job.repo, job.threads)
 

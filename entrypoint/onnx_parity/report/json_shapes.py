@@ -144,6 +144,13 @@ class BaselineJson(TypedDict):  # results.Baseline
     notes: list[str]
 
 
+class LengthsJson(TypedDict):
+    """The lengths one declared dimension ran at, and each length skipped (as text) -> why."""
+
+    run: list[int]
+    skipped: dict[str, str]
+
+
 class ModelJson(TypedDict):
     """One model of report.json, also what the cache keeps of a result."""
 
@@ -167,6 +174,7 @@ class ModelJson(TypedDict):
     runtime_optimization: str
     axis_sizes: dict[str, dict[str, list[int]]]  # input -> axis (as text) -> the sizes run
     dimension_sizes: dict[str, list[int]]
+    lengths: dict[str, LengthsJson]  # dimension -> the lengths run and skipped
     tolerance_share: Figure
     variants: list[VariantJson]
     cached: bool

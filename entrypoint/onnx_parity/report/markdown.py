@@ -99,7 +99,26 @@ def _below_table(run: RunResult) -> list[str]:
         lines += [f"Removed since the base: {removed}."] if removed else []
         lines += [f"_Note: {_inline(note)}; compared all the same._"
                   for note in run.baseline.notes]
+    lines += lengths_lines(run)
     return ["", *"\n\n".join(lines).split("\n")] if lines else []
+
+
+def lengths_lines(run: RunResult) -> list[str]:
+    """How the other lengths of declared axes were built, and each length skipped with why."""
+    models = [model for model in run.models if model.lengths]
+    if not models:
+        return []
+    lines = ["Other lengths of a declared axis are its committed samples repeated along the "
+             "axis (wrapping around), never random values, each run at the smallest and the "
+             "largest batch size."]
+    for model in models:
+        for name, lengths in model.lengths.items():
+            if lengths.skipped:
+                whys = list(lengths.skipped.values())
+                lines.append(f"`{model.name}` skipped {name} "
+                             + ", ".join(str(length) for length in lengths.skipped)
+                             + f": {_inline(whys[0])[:300]}")
+    return lines
 
 
 def vs_base(model: ModelResult) -> str:

@@ -21,6 +21,7 @@ from onnx_parity.report.json_shapes import (
     ComparisonJson,
     DivergenceJson,
     JsonValue,
+    LengthsJson,
     ModelJson,
     NodeJson,
     ProvenanceJson,
@@ -43,6 +44,7 @@ from onnx_parity.report.json_values import shapes_from_json as _shapes
 from onnx_parity.results import (
     BaseFigures,
     Baseline,
+    DimensionLengths,
     Divergence,
     ExportAttempt,
     ModelResult,
@@ -89,6 +91,16 @@ def axis_sizes_to_json(sizes: dict[str, dict[int, tuple[int, ...]]]) -> dict[str
 def axis_sizes_from_json(data: dict[str, Shapes]) -> dict[str, dict[int, tuple[int, ...]]]:
     return {name: {int(axis): tuple(ran) for axis, ran in axes.items()}
             for name, axes in data.items()}
+
+
+def lengths_to_json(lengths: DimensionLengths) -> LengthsJson:
+    return {"run": list(lengths.run),
+            "skipped": {str(length): why for length, why in lengths.skipped.items()}}
+
+
+def lengths_from_json(data: LengthsJson) -> DimensionLengths:
+    return DimensionLengths(tuple(data["run"]),
+                            {int(length): why for length, why in data["skipped"].items()})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -142,6 +154,7 @@ def _model_fields(model: ModelResult) -> ModelJson:
         "runtime_optimization": model.runtime_optimization,
         "axis_sizes": axis_sizes_to_json(model.axis_sizes),
         "dimension_sizes": {name: list(ran) for name, ran in model.dimension_sizes.items()},
+        "lengths": {name: lengths_to_json(lengths) for name, lengths in model.lengths.items()},
         "tolerance_share": number_to_json(model.tolerance_share),
         "variants": [variant_to_json(model, variant) for variant in model.variants],
         "cached": model.cached,
@@ -270,6 +283,8 @@ def model_from_json(item: ModelJson) -> ModelResult:
         axis_sizes=axis_sizes_from_json(item.get("axis_sizes", {})),
         dimension_sizes={name: tuple(ran)
                          for name, ran in item.get("dimension_sizes", {}).items()},
+        lengths={name: lengths_from_json(lengths)
+                 for name, lengths in item.get("lengths", {}).items()},
         seconds=_number(item.get("seconds")),
         cached_from=Provenance(**cached_from) if cached_from else None,
         base=_base_from_json(item.get("baseline")),

@@ -5,12 +5,14 @@ from .compare import nonfinite_mismatch
 from .cuts import CutRun, ort_feed
 from .divergence_text import first_sentence
 from .drift import drift_findings
+from .lengths import Assumed
 from .outputs import output_names, sample_notes, variant_nonfinite
 from .run_failures import reference_finding
 from .runtime import RuntimeFailure, Session, open_session, run_session
 from .verified import Exported, TorchSide, Verified, verify_model
 
 __all__ = [
+    "Assumed",
     "CutRun",
     "Exported",
     "RuntimeFailure",

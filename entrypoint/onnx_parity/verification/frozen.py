@@ -3,7 +3,8 @@
 Evidence comes from three places: the exported graph declares a static size where
 `dynamic-axes` asks for a symbolic one; PyTorch runs at batch 1 but not at the export batch;
 onnxruntime or the comparison fails at another size than the one exported (another batch size,
-or another size of a declared sequence, time or image axis).
+or another length of a declared sequence, time or image axis that the exported file fixes; on
+an axis the file keeps symbolic, such a failure is a `length-mismatch` of lengths.py).
 """
 
 from __future__ import annotations
@@ -117,6 +118,16 @@ def before_export(spec: ModelSpec, bound: BoundInputs, evidence: str,
     frozen = for_model(spec, bound)
     frozen.add_run(evidence, place)
     return frozen.findings()
+
+
+def fixed_by_file(facts: ModelFacts, members: tuple[tuple[str, int], ...]) -> bool:
+    """True when the exported graph gives one of a dimension's axes a fixed size: its failures
+    at other lengths are then evidence of that, not of a length the graph gets wrong."""
+    for name, axis in members:
+        dims = facts.inputs.get(name)
+        if dims is not None and axis < len(dims) and not is_symbolic(dims[axis]):
+            return True
+    return False
 
 
 def declared_axes(facts: ModelFacts, spec: ModelSpec, bound: BoundInputs,

@@ -1,7 +1,7 @@
 """The verification stage of one model: declared axes, every shape, golden outputs.
 
 `verify_model` is the stage's entry: it runs PyTorch (the reference) and onnxruntime on the
-same batches, at every batch size and every size of each declared dynamic axis, and turns what
+same batches, at every batch size and every length of each declared dynamic axis, and turns what
 they give into comparisons and findings, using the rules of the modules beside it. A failing
 cut is kept (`Verified.failed`) so the failure can be localised node by node afterwards.
 """
@@ -24,11 +24,12 @@ from onnx_parity.models import (
     batch_plan,
     dimensions,
 )
-from onnx_parity.results import OutputComparison
+from onnx_parity.results import DimensionLengths, OutputComparison
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification import axis_runs, frozen
 from onnx_parity.verification.cuts import Cut, CutRun, run_cut
 from onnx_parity.verification.golden import golden_findings
+from onnx_parity.verification.lengths import Assumed, length_findings
 from onnx_parity.verification.optimizer import optimizer_check
 from onnx_parity.verification.outputs import (
     comparison_findings,
@@ -56,6 +57,8 @@ class Exported:
     frozen: HardCodedBatch | None  # PyTorch's evidence of a hard-coded batch, before export
     # What the export stage found (a baked branch explains a mismatch: no tolerance fixes it).
     export_findings: tuple[Finding, ...] = ()
+    # What the export assumed of the declared dimensions, judged against the lengths run.
+    assumed: Assumed = field(default_factory=Assumed)
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,7 @@ class Verified:
     failed: list[CutRun] = field(default_factory=list)  # failing cuts at the committed shapes
     axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    lengths: dict[str, DimensionLengths] = field(default_factory=dict)
     # Every cut both runtimes ran, at every shape: what deployment variants are checked on.
     runs: list[CutRun] = field(default_factory=list)
 
@@ -128,7 +132,7 @@ def verify_model(torch_side: TorchSide, exported: Exported, spec: ModelSpec, rep
     committed = {dimension.name: dimension.committed for dimension in dims}
     for size in spec.batch_sizes:
         _run_batch_size(runner, size, committed, evidence, verified)
-    verified.findings += _dimension_runs(runner, dims, evidence, verified)
+    verified.findings += _dimension_runs(runner, dims, exported, evidence, verified)
     verified.findings += evidence.findings()
     verified.findings += _output_findings(exported, spec, verified)
     verified.findings += golden_findings(session, torch_side.golden, spec)
@@ -179,23 +183,43 @@ def _usable(run: CutRun, runner: Runner, evidence: frozen.FrozenEvidence,
     return True
 
 
-def _dimension_runs(runner: Runner, dims: tuple[Dimension, ...],
+def _dimension_runs(runner: Runner, dims: tuple[Dimension, ...], exported: Exported,
                     evidence: frozen.FrozenEvidence, verified: Verified) -> list[Finding]:
-    """Each declared non-batch dimension at its other sizes, at the first batch size."""
-    size = runner.spec.batch_sizes[0]
+    """Each declared non-batch dimension at its other lengths, at the smallest and the largest
+    batch size that ran at the committed sizes; a failing length of an axis the file fixes is
+    frozen evidence, of a symbolic one a length-mismatch."""
+    batches = [_at_batch(runner, size, dims, verified) for size in _sweep_batches(runner, verified)]
     findings: list[Finding] = []
-    batch = axis_runs.AtBatch(
-        runner.run, runner.cuts(size), lambda start: runner.feed(start, size), size,
-        {d.name: d.committed for d in dims},
-        [row for row in verified.comparisons if row.batch_size == size], evidence)
+    failures: list[axis_runs.LengthFailure] = []
     for dimension in dims:
-        outcome = axis_runs.run_dimension(batch, dimension)
+        outcome = axis_runs.run_dimension(batches, dimension)
         verified.comparisons += outcome.rows
         findings += outcome.findings
+        if frozen.fixed_by_file(exported.facts, dimension.members):
+            axis_runs.frozen_evidence(evidence, outcome.failures)
+        else:
+            failures += outcome.failures
         for name, axes in dimension.axis_sizes(outcome.ran).items():
             verified.axis_sizes.setdefault(name, {}).update(axes)
         verified.dimension_sizes[dimension.name] = outcome.ran
-    return findings
+        verified.lengths[dimension.name] = DimensionLengths(outcome.ran, outcome.skipped)
+    return findings + length_findings(failures, verified.dimension_sizes, exported.assumed,
+                                      exported.export_findings)
+
+
+def _sweep_batches(runner: Runner, verified: Verified) -> list[int]:
+    """The smallest and the largest batch size that both sides ran at the committed sizes
+    (the first configured one when none did)."""
+    ran = sorted({row.batch_size for row in verified.comparisons})
+    return sorted({ran[0], ran[-1]}) if ran else [runner.spec.batch_sizes[0]]
+
+
+def _at_batch(runner: Runner, size: int, dims: tuple[Dimension, ...],
+              verified: Verified) -> axis_runs.AtBatch:
+    return axis_runs.AtBatch(
+        runner.run, runner.cuts(size), lambda start: runner.feed(start, size), size,
+        {d.name: d.committed for d in dims},
+        [row for row in verified.comparisons if row.batch_size == size])
 
 
 def _output_findings(exported: Exported, spec: ModelSpec, verified: Verified) -> list[Finding]:

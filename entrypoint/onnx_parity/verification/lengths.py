@@ -1,0 +1,100 @@
+"""A length the exported graph gets wrong on an axis it keeps symbolic: `length-mismatch`.
+
+The graph declares the axis symbolic and matches PyTorch at the committed length, but at
+another length (built from the same samples, models/shapes.py) onnxruntime fails or its
+outputs differ: the export computed for its own length only (a window, a padding or a loop the
+tracer baked in). No tolerance fixes that, so the finding explains any parity mismatch and is
+not localised. Where what the export assumed (a guard torch.export kept, a constant shape a
+trace baked) explains a failing length, that assumption's `shape-assumption` (built in
+assumptions.py) is the finding instead. TracerWarnings the export raised inside installed
+packages are warnings of their own while every length runs clean; when one fails they are
+quoted as the evidence of its error (file:line and text), since that is where a library read
+the length as a Python number.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from onnx_parity.export import ConstantShape, ShapeAssumption
+from onnx_parity.findings import Finding, Severity
+from onnx_parity.verification.assumptions import (
+    assumption_findings,
+    constant_shape_findings,
+    explained,
+)
+from onnx_parity.verification.axis_runs import LengthFailure
+from onnx_parity.verification.repeats import merge_repeats
+
+# The export findings that quote a TracerWarning (export/review.py); those of an installed
+# package have no file in the repository.
+TRACER_CODES = ("tracer-warning", "data-dependent-branch")
+TRACER_PREFIX = "TracerWarning at "
+
+
+@dataclass(frozen=True)
+class Assumed:
+    """What the export assumed of the declared dimensions (export/assumptions.py,
+    export/constant_shapes.py), judged here against the lengths the sweep ran."""
+
+    assumptions: tuple[ShapeAssumption, ...] = ()
+    constant_shapes: tuple[ConstantShape, ...] = ()
+
+
+def length_findings(failures: Sequence[LengthFailure], ran: Mapping[str, Sequence[int]],
+                    assumed: Assumed, export_findings: Sequence[Finding]) -> list[Finding]:
+    """What the export assumed first (`shape-assumption`, which takes precedence where it
+    explains a failing length), then one `length-mismatch` per cause for the other failures:
+    the lengths failing alike merge into one finding listing them."""
+    failed: dict[str, dict[int, str]] = {}
+    for failure in failures:
+        failed.setdefault(failure.dimension.name, {})[failure.length] = failure.what()
+    found = [*assumption_findings(assumed.assumptions, failed, ran),
+             *constant_shape_findings(assumed.constant_shapes, failed, ran)]
+    covered = explained(found)
+    mismatches = merge_repeats([_finding(failure) for failure in failures
+                                if failure.length not in covered.get(failure.dimension.name, ())])
+    return _quoting(found, mismatches, package_warnings(export_findings))
+
+
+def _quoting(found: list[Finding], mismatches: list[Finding],
+             quoted: list[tuple[str, str]]) -> list[Finding]:
+    """Every error of a failing length quotes the export's TracerWarnings inside installed
+    packages: where the length was most likely read as a Python number."""
+    if not quoted:
+        return [*found, *mismatches]
+    places = ", ".join(dict.fromkeys(where.removeprefix(TRACER_PREFIX).split(" (")[0]
+                                     for where, _ in quoted))
+    lines = [f"{where}: {text}" for where, text in quoted]
+    findings = [finding if finding.severity != Severity.ERROR else dataclasses.replace(
+        finding, evidence="\n".join([finding.evidence or finding.message, *lines]))
+        for finding in found]
+    findings += [dataclasses.replace(
+        finding, message=f"{finding.message}; the export's TracerWarnings inside installed "
+                         f"packages, each a value the trace kept constant: {places}",
+        evidence="\n".join([finding.evidence or "", *lines])) for finding in mismatches]
+    return findings
+
+
+def package_warnings(export_findings: Sequence[Finding]) -> list[tuple[str, str]]:
+    """Each TracerWarning raised inside an installed package: where (`TracerWarning at
+    transformers/.../modeling_swin.py:123 (an installed package)`) and its whole text."""
+    return [(finding.message.split(": ", 1)[0], " ".join((finding.evidence or "").split()))
+            for finding in export_findings
+            if finding.code in TRACER_CODES and finding.file is None
+            and finding.message.startswith(TRACER_PREFIX)]
+
+
+def _finding(failure: LengthFailure) -> Finding:
+    dimension = failure.dimension
+    return Finding(
+        "length-mismatch",
+        f"{dimension.subject()} is symbolic in the exported model, but "
+        f"{failure.what(native=False)}",
+        evidence=failure.what(),
+        details={"dimension": dimension.name, "axes": [list(m) for m in dimension.members],
+                 "passed_sizes": list(failure.passed), "size": failure.length,
+                 "batches": list(failure.batches)},
+    )

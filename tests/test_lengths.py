@@ -1,0 +1,157 @@
+"""Every length that breaks: each declared axis other than the batch runs at its committed
+length L, L // 2, an odd length near 3L/4 and one near 5L/4, built by repeating the committed
+samples, at the smallest and the largest batch size; through the real CLI on real torch and
+onnxruntime (a transformers Swin from a small config, padded attention, a convolution)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixture_repo.harness import CliRun, copy_repo, run_cli, write_samples
+from onnx_parity.models.shapes import Dimension, default_sizes, resize
+
+CONFIG = """batch-sizes = [1, 3]
+
+# TorchScript (dynamo refuses this Swin): the window partition's padding is baked for 64.
+[[model]]
+name = "swin"
+factory = "models.lengths:tiny_swin"
+exporter = "torchscript"
+batch-sizes = [1, 2]
+inputs = { pixel_values = "samples/images.npy" }
+dynamic-axes = { pixel_values = { 0 = "batch", 2 = "height", 3 = "width" } }
+
+[[model]]
+name = "padded-torchscript"
+factory = "models.lengths:PaddedAttention"
+exporter = "torchscript"
+inputs = { x = "samples/steps.npy" }
+dynamic-axes = { x = { 0 = "batch", 1 = "time" } }
+allow-warnings = [{ match = "Converting a tensor to a Python boolean", reason = "the length test" }]
+
+[[model]]
+name = "padded-dynamo"
+factory = "models.lengths:PaddedAttention"
+exporter = "dynamo"
+inputs = { x = "samples/steps.npy" }
+dynamic-axes = { x = { 0 = "batch", 1 = "time" } }
+
+[[model]]
+name = "smoothing"
+factory = "models.lengths:Smoothing"
+inputs = { x = "samples/steps.npy" }
+dynamic-axes = { x = { 0 = "batch", 1 = "time" } }
+
+[[model]]
+name = "fixed"
+factory = "models.shapes:FixedLength"
+inputs = { x = "samples/series.npy" }
+dynamic-axes = { x = { 0 = "batch", 1 = "time" } }
+"""
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
+    root = tmp_path_factory.mktemp("lengths")
+    repo = copy_repo(root / "repo")
+    write_samples(repo)
+    rng = np.random.default_rng(0)
+    np.save(repo / "samples" / "images.npy", rng.standard_normal((2, 3, 64, 64)).astype(np.float32))
+    np.save(repo / "samples" / "steps.npy", rng.standard_normal((4, 16, 6)).astype(np.float32))
+    (repo / "onnx-parity.toml").write_text(CONFIG, encoding="utf-8")
+    done = run_cli("check", "--jobs", "2", cwd=repo, out=root / "out")
+    assert done.code == 1, done.stderr  # the Swin and the padded models fail
+    return done
+
+
+def errors(model: dict, *codes: str) -> list[dict]:
+    return [f for f in model["findings"] if f["severity"] == "error" and f["code"] in codes]
+
+
+def test_default_sizes_keep_no_divisibility_of_the_committed_length() -> None:
+    assert default_sizes(64) == (64, 32, 49, 80)
+    assert default_sizes(16) == (16, 8, 13, 20)
+    for length in range(1, 600):
+        sizes = default_sizes(length)
+        assert sizes[0] == length and len(set(sizes)) == len(sizes) >= 3
+        assert 1 not in sizes[1:]  # torch.export specialises a size of 1
+        assert any(size % 2 for size in sizes[1:])  # an odd one: no power of two divides it
+        assert max(sizes) > length  # a longer one
+
+
+def test_other_lengths_repeat_the_samples_along_the_axis() -> None:
+    ids = np.arange(2 * 3).reshape(2, 3)
+    mask = np.array([[1, 1, 0], [1, 0, 0]])
+    sequence = Dimension("sequence", (("ids", 1), ("mask", 1)), 3, (3, 2, 7))
+    longer = resize({"ids": ids, "mask": mask}, sequence, 7)
+    assert longer["ids"].tolist() == [[0, 1, 2, 0, 1, 2, 0], [3, 4, 5, 3, 4, 5, 3]]
+    assert longer["mask"].tolist() == [[1, 1, 0, 1, 1, 0, 1], [1, 0, 0, 1, 0, 0, 1]]
+    assert resize({"ids": ids, "mask": mask}, sequence, 2)["ids"].tolist() == [[0, 1], [3, 4]]
+
+
+@pytest.mark.slow
+def test_a_swin_traced_by_torchscript_fails_at_a_length_no_power_of_two_divides(sweep):
+    swin = sweep.models()["swin"]
+    assert not swin["passed"]
+    assert swin["lengths"]["height"] == {"run": [64, 32, 49, 80], "skipped": {}}
+    assert swin["lengths"]["width"] == {"run": [64, 32, 49, 80], "skipped": {}}
+    failing = errors(swin, "length-mismatch", "shape-assumption")
+    assert failing, swin["findings"]
+    lengths = {size for f in failing for size in f["details"].get("sizes", [])
+               + f["details"].get("failed_sizes", []) + [f["details"].get("size", 0)]}
+    assert 49 in lengths  # odd: the halved 32 keeps every multiple the windows need
+    mismatch = next(f for f in failing if f["code"] == "length-mismatch")
+    assert "Reshape" in mismatch["message"]  # onnxruntime's own words: the window partition
+    assert "(batch 1, 2;" in mismatch["message"]  # the smallest and the largest batch size
+    # The TracerWarnings inside transformers are warnings of their own, and quoted as the
+    # evidence of the failure, file:line and text.
+    assert [f for f in swin["findings"] if f["severity"] == "warning"
+            and "transformers/models/swin/modeling_swin.py:" in f["message"]]
+    assert "TracerWarning at transformers/models/swin/modeling_swin.py:" in mismatch["evidence"]
+    assert "installed packages, each a value the trace kept constant: transformers/" \
+        in mismatch["message"]
+
+
+@pytest.mark.slow
+def test_attention_padded_to_a_multiple_of_8_fails_at_13_and_20_with_its_figures(sweep):
+    for name in ("padded-torchscript", "padded-dynamo"):
+        model = sweep.models()[name]
+        assert not model["passed"], name
+        assert model["lengths"]["time"]["run"] == [16, 8, 13, 20]
+        failing = errors(model, "length-mismatch", "shape-assumption")
+        assert failing, (name, model["findings"])
+        text = " ".join(f["message"] for f in failing)
+        assert "time 13" in text and "20" in text, text
+        assert "max abs diff" in text, text
+        assert not errors(model, "parity-mismatch")  # it explains the mismatch
+    [mismatch] = errors(sweep.models()["padded-torchscript"], "length-mismatch")
+    assert mismatch["message"].startswith(
+        '"x" axis 1 ("time") is symbolic in the exported model, but the outputs differ at time '
+        "13, 20 (batch 1, 3; runs clean at 16, 8; exported at 16)")
+    assert mismatch["details"]["sizes"] == [13, 20]
+    assert mismatch["details"]["passed_sizes"] == [16, 8]
+
+
+@pytest.mark.slow
+def test_a_model_right_at_every_length_passes_at_every_length_and_both_batches(sweep):
+    model = sweep.models()["smoothing"]
+    assert model["passed"], model["findings"]
+    ran = {(c["batch_size"], c["dimensions"]["time"]) for c in model["comparisons"]}
+    assert ran == {(batch, length) for batch in (1, 3) for length in (16, 8, 13, 20)}
+    assert model["lengths"] == {"time": {"run": [16, 8, 13, 20], "skipped": {}}}
+
+
+@pytest.mark.slow
+def test_lengths_pytorch_cannot_run_are_skipped_and_listed_with_why(sweep):
+    model = sweep.models()["fixed"]
+    assert model["passed"], model["findings"]
+    skipped = model["lengths"]["time"]["skipped"]
+    assert list(skipped) == ["4", "7", "10"]
+    assert "PyTorch itself fails" in skipped["4"] and "(4)" in skipped["4"]
+    report = (sweep.folder / "report.md").read_text(encoding="utf-8")
+    assert "`fixed` skipped time 4, 7, 10: PyTorch itself fails" in report
+    assert "committed samples repeated along the axis (wrapping around)" in report
+    assert "time 16, 8, 13, 20" in report  # the lengths run, in the table's Shapes column
