@@ -24,7 +24,7 @@ def render_page(figures: Json) -> str:
     sections = [
         _intro(figures), _overhead(figures), _help(figures), _parallel(figures),
         _localisation(figures), _variants(figures), _profiles(figures), _scaling(figures),
-        _reproduce(),
+        _large(figures), _reproduce(),
     ]
     return "\n\n".join(section.rstrip("\n") for section in sections) + "\n"
 
@@ -194,6 +194,12 @@ def _scaling(figures: Json) -> str:
         f"`{edited['file']}` in a copy of the example, these models ran again: "
         f"{_names(edited['ran'])}; from the cache: {_names(edited['cached'])}."
     )
+
+
+def _large(figures: Json) -> str:
+    from large_model import page_section  # bench/large_model.py, beside this module
+
+    return page_section(figures.get("large_model"))
 
 
 def _names(names: Sequence[str]) -> str:

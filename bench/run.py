@@ -21,6 +21,7 @@ docs' benchmark page (bench/page.py), the one home of every measured figure the 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import importlib.metadata
 import json
@@ -113,6 +114,7 @@ class Figures:
     repeat: int = 1
     variants_table: str = ""  # the comment's "Deployment variants" table of the last such run
     scaling: Any = None  # bench/scaling.py's Scaling (imported late: it imports this module)
+    large: dict[str, Any] | None = None  # bench/large_model.py's figures (with --large)
 
     @property
     def localisation(self) -> tuple[float, float] | None:
@@ -162,6 +164,7 @@ class Figures:
             "localisation_aim": LOCALISATION_AIM,
             "notes": self.notes, "repeat": self.repeat, "variants_table": self.variants_table,
             "scaling": self.scaling.as_json() if self.scaling is not None else None,
+            "large_model": self.large,
         }
 
 
@@ -425,6 +428,10 @@ def render(figures: Figures) -> str:
 
     lines = [*_table(figures), *_verdicts(figures), "", *_profiles(figures)]
     lines += render_scaling(figures.scaling) if figures.scaling is not None else []
+    if figures.large is not None:
+        from large_model import render_large
+
+        lines += render_large(figures.large)
     return "\n".join([*lines, *(f"note: {note}" for note in figures.notes)]) + "\n"
 
 
@@ -512,6 +519,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="also write the docs' benchmark page here (docs/benchmarks.md)")
     parser.add_argument("--from-json", type=Path, default=None, dest="from_json",
                         help="measure nothing: render --page from figures an earlier --json wrote")
+    parser.add_argument("--large", action="store_true",
+                        help="also the 2.4 GB model (bench/large_model.py; needs 6 GB, alone)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -521,6 +530,10 @@ def main(argv: list[str] | None = None) -> int:
         return write_page(json.loads(args.from_json.read_text(encoding="utf-8")), args.page)
     try:
         figures = measure(args.repo.resolve(), args.repeat)
+        if args.large:
+            from large_model import measure_large
+
+            figures = dataclasses.replace(figures, large=measure_large(args.repeat))
     except BenchError as error:
         print(f"bench: {error}", file=sys.stderr)
         return 2
