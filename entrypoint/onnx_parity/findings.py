@@ -32,6 +32,7 @@ Code: TypeAlias = Literal[
     "output-layout",
     "shape-assumption",
     "length-mismatch",
+    "nondeterministic-model",
 ]
 CODES: tuple[Code, ...] = get_args(Code)
 

@@ -152,7 +152,7 @@ def run_model(job: ModelJob, workdir: Path, progress: Progress) -> ModelResult:
     worker itself writes is at an absolute path in `workdir`, so the change of directory
     touches none of them (and it is undone on return, for run_in_process)."""
     spec, repo, workdir = job.spec, job.repo, workdir.resolve()
-    reads = record_reads(repo)
+    reads = record_reads(repo, unwatched=(workdir,))
     _tolerant_console()
     if job.threads:
         print(f"onnx-parity: {use_torch_threads(job.threads)}; onnxruntime {job.threads}")
