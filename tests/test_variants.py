@@ -193,8 +193,12 @@ def test_cli_writes_each_variant_and_its_record(cli_run: CliRun) -> None:
         assert (cli_run.folder / entry["file"]).stat().st_size == entry["size_bytes"]
         record = json.loads((cli_run.folder / f"cnn.{entry['name']}.parity.json").read_text())
         assert record["made_from"] == {"onnx_file": "cnn.onnx",
-                                       "onnx_sha256": cnn["onnx_sha256"]}
+                                       "onnx_sha256": cnn["onnx_sha256"],
+                                       "onnx_files": cnn["onnx_files"]}
         assert record["sha256"] == entry["sha256"]
+        # A small model is one file: no external data beside it or its variants.
+        assert [f["file"] for f in entry["files"]] == [entry["file"]]
+        assert entry["files"][0]["sha256"] == entry["sha256"]
         assert record["passed"] is True
         assert record["settings"]["min_sqnr_db"] == 25
         assert {c["batch_size"] for c in record["comparisons"]} == {1, 4}
