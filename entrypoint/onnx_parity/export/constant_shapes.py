@@ -11,6 +11,7 @@ and line of its class's forward.
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -49,14 +50,18 @@ class ConstantShape:
     file: str | None = None  # the class's forward, when it is the user's code
     line: int | None = None
     origin: str | None = None  # the class's forward inside an installed package
+    assembled: bool = False  # a Concat of run-time sizes and these constants feeds it
 
     def describe(self) -> str:
         """One line a finding quotes: the node, its constant, where it comes from."""
         where = f" in {self.module} ({self.module_class})" if self.module else ""
         place = (f", forward at {self.file}:{self.line}" if self.file else
                  f", forward in {self.origin} (an installed package)" if self.origin else "")
-        return (f"{self.op} node {self.node}{where}{place} takes the constant {self.argument} "
-                f"{list(self.values)}, which holds {self.dimension}'s export size {self.size}")
+        takes = (f"a {self.argument} assembled from run-time sizes and the constant "
+                 f"{list(self.values)}" if self.assembled else
+                 f"the constant {self.argument} {list(self.values)}")
+        return (f"{self.op} node {self.node}{where}{place} takes {takes}, which holds "
+                f"{self.dimension}'s export size {self.size}")
 
 
 def constant_shape_evidence(model: bytes | Path,
@@ -68,11 +73,13 @@ def constant_shape_evidence(model: bytes | Path,
     proto = (onnx.load(str(model), load_external_data=False) if isinstance(model, Path)
              else onnx.load_from_string(model))
     constants = _constants(proto)
+    assembled = {node.output[0] for node in proto.graph.node if node.op_type == "Concat"}
     found: list[ConstantShape] = []
     for node in proto.graph.node:
         for position, argument in SHAPE_INPUTS.get(node.op_type, ()):
             values = _values(node, position, constants)
-            found += [ConstantShape(node.name, node.op_type, argument, values, name, size)
+            found += [ConstantShape(node.name, node.op_type, argument, values, name, size,
+                                    assembled=node.input[position] in assembled)
                       for name, size in committed.items()
                       if size >= MIN_SIZE and size in values]
     return tuple(found)
@@ -97,9 +104,8 @@ def _located(shape: ConstantShape, module: Any, repo: Path) -> ConstantShape:
     file = repo_relative(source, repo) if source else None
     origin = None if file or not source else scrub_paths(f"{source}:{line}", (repo,)) \
         .removeprefix("site-packages/").removeprefix("dist-packages/")
-    return ConstantShape(shape.node, shape.op, shape.argument, shape.values, shape.dimension,
-                         shape.size, path or "the model", cls.__name__, file,
-                         line if file else None, origin)
+    return dataclasses.replace(shape, module=path or "the model", module_class=cls.__name__,
+                               file=file, line=line if file else None, origin=origin)
 
 
 def _owner(node: str, module: Any) -> tuple[str, Any]:

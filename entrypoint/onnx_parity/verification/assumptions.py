@@ -28,11 +28,13 @@ Ran = Mapping[str, Sequence[int]]  # dimension -> every length both sides ran
 MAX_CONSTANTS = 3
 
 
-def assumption_findings(assumptions: Sequence[ShapeAssumption], failed: Failed,
-                        ran: Ran) -> list[Finding]:
-    """One `shape-assumption` per assumption: an error where it explains a failing length."""
+def assumption_findings(assumptions: Sequence[ShapeAssumption], failed: Failed, ran: Ran,
+                        skipped: Ran | None = None) -> list[Finding]:
+    """One `shape-assumption` per assumption: an error where it explains a failing length.
+    `skipped`: dimension -> the lengths PyTorch itself could not run (not checked)."""
     return [_finding(assumption, failed.get(assumption.dimension, {}),
-                     tuple(ran.get(assumption.dimension, ())))
+                     tuple(ran.get(assumption.dimension, ())),
+                     tuple((skipped or {}).get(assumption.dimension, ())))
             for assumption in assumptions]
 
 
@@ -58,8 +60,8 @@ def constant_shape_findings(shapes: Sequence[ConstantShape], failed: Failed,
     return findings
 
 
-def _finding(assumption: ShapeAssumption, failures: Mapping[int, str],
-             ran: tuple[int, ...]) -> Finding:
+def _finding(assumption: ShapeAssumption, failures: Mapping[int, str], ran: tuple[int, ...],
+             skipped: tuple[int, ...]) -> Finding:
     name = assumption.dimension
     breaking = [length for length in ran if not assumption.holds(length)]
     failing = [length for length in breaking if length in failures]
@@ -69,14 +71,20 @@ def _finding(assumption: ShapeAssumption, failures: Mapping[int, str],
                                "guard": assumption.guard, "violating_sizes": breaking,
                                "failed_sizes": failing}
     if failing:
-        what = "; ".join(f"at {name} {length}: {failures[length]}" for length in failing)
-        return Finding("shape-assumption", f"{head}; it breaks at {_list(failing)}, where the "
-                       f"model fails: {what}", file=assumption.file, line=assumption.line,
-                       severity=Severity.ERROR, details=details)
+        return Finding("shape-assumption", f"{head}; it breaks at {name} {_list(failing)}, "
+                       f"where the model fails: {_failures(name, failing, failures)}",
+                       file=assumption.file, line=assumption.line, severity=Severity.ERROR,
+                       details=details)
+    own = [length for length in skipped if not assumption.holds(length)]
     if breaking:
         text = (f"{head}; it breaks at {name} {_list(breaking)}, which ran, and the outputs "
                 "match PyTorch's there")
         fix = None
+    elif own:
+        text = (f"{head}; PyTorch itself cannot run the model at {name} {_list(own)}, which "
+                "break it: the requirement is the model's own")
+        fix = ("Document the requirement for the code that runs the ONNX model: the ONNX file "
+               "does not enforce it.")
     else:
         text = f"{head}; no length that breaks it ran ({name} ran at {_list(list(ran))})"
         length = assumption.breaking_length(ran[0] if ran else 8)
@@ -91,7 +99,7 @@ def _baked(dimension: str, shapes: list[ConstantShape], failures: Mapping[int, s
            ran: tuple[int, ...]) -> Finding:
     first = shapes[0]
     lengths = sorted(failures)
-    what = "; ".join(f"at {dimension} {length}: {failures[length]}" for length in lengths)
+    what = _failures(dimension, lengths, failures)
     quoted = "; ".join(shape.describe() for shape in shapes)
     return Finding(
         "shape-assumption",
@@ -116,6 +124,12 @@ def _likeliest(shapes: list[ConstantShape], failures: Mapping[int, str]) -> list
     text = " ".join(failures.values())
     named = [shape for shape in shapes if shape.node and shape.node in text]
     return (named + [shape for shape in shapes if shape not in named])[:MAX_CONSTANTS]
+
+
+def _failures(name: str, lengths: Sequence[int], failures: Mapping[int, str]) -> str:
+    """What failed at each length, each said once (the sweep's text may name its length)."""
+    return "; ".join(failures[length] if f"{name} {length}" in failures[length]
+                     else f"at {name} {length}: {failures[length]}" for length in lengths)
 
 
 def _where(assumption: ShapeAssumption) -> str:
