@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import ctypes.util
 import os
 import select
 import struct
@@ -90,7 +89,7 @@ class FolderWatch:
 
     def start(self) -> None:
         try:
-            self._libc = ctypes.CDLL(ctypes.util.find_library("c") or None, use_errno=True)
+            self._libc = ctypes.CDLL(None, use_errno=True)  # the process's own libc symbols
             self._fd = self._libc.inotify_init1(IN_NONBLOCK | IN_CLOEXEC)
         except (OSError, AttributeError):  # no libc or no inotify (not Linux)
             self._fd = -1
