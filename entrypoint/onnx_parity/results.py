@@ -163,6 +163,42 @@ class Divergence:
 
 
 @dataclass(frozen=True)
+class Repro:
+    """A failing model's `<name>.repro/` folder: the part of the exported graph that shows the
+    divergence (`subgraph.onnx`), its inputs as the full model computed them (`inputs.npz`),
+    the reference values of its outputs (`expected.npz`), and what it reproduces."""
+
+    value: str  # the ONNX value it reproduces
+    op: str | None  # its aten op (dynamo) or ONNX op type
+    file: str | None  # the user's file and line the value comes from
+    line: int | None
+    # How the place was found: "localisation" (every value compared), "bisection" (prefixes
+    # against PyTorch's value) or "optimizer-bisection" (prefixes against themselves with
+    # graph optimizations disabled).
+    found_by: str
+    reference: str  # what expected.npz holds: "pytorch", or "optimizations-disabled"
+    optimization: str  # onnxruntime's graph optimization level repro.py runs at
+    batch_size: int  # the failing batch
+    samples: int  # the samples inputs.npz holds: the batch, or 1 when cut to fit
+    inputs: tuple[str, ...]  # the subgraph's inputs, in order (inputs.npz's arr_0, arr_1, ...)
+    outputs: tuple[str, ...]
+    nodes: int  # nodes in subgraph.onnx
+    atol: float
+    rtol: float
+    # What repro.py prints, measured on the subgraph itself in the worker (None: not run).
+    max_abs_diff: float | None
+    reproduces: bool  # outside the tolerance: repro.py exits 1
+    size_bytes: int  # the folder's files together
+    limit_bytes: int  # repro-max-mb
+    lines: tuple[str, ...] = ()  # the user's lines the subgraph's nodes come from (file:line)
+    platform: str = ""  # where it was measured (platform.platform())
+    # Why the subgraph or its inputs are not in the folder (None: they are).
+    omitted: str | None = None
+    # The folder in the engine's work folder; publishing moves it to --out as <name>.repro.
+    folder: str | None = None
+
+
+@dataclass(frozen=True)
 class Provenance:
     """The run that measured a result the cache handed back (report.json `cached_from`)."""
 
@@ -208,6 +244,8 @@ class ModelResult:
     # dimension name -> the lengths run and those skipped, with why
     lengths: dict[str, DimensionLengths] = field(default_factory=dict)
     divergence: Divergence | None = None
+    # The repro folder of a failing model whose divergence was found (None: none).
+    repro: Repro | None = None
     variants: tuple[VariantResult, ...] = ()
     # Wall time of the model's check in its worker (None: not measured, e.g. an older report).
     seconds: float | None = None

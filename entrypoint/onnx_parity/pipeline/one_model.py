@@ -41,6 +41,7 @@ from onnx_parity.results import (
     ExportAttempt,
     ModelResult,
     OutputComparison,
+    Repro,
     StepTiming,
     StoredFile,
     VariantResult,
@@ -94,6 +95,7 @@ class Ledger:
     dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     lengths: dict[str, DimensionLengths] = field(default_factory=dict)
     divergence: Divergence | None = None
+    repro: Repro | None = None
 
     def result(self) -> ModelResult:
         return ModelResult(
@@ -107,7 +109,7 @@ class Ledger:
             runtime_optimization=self.spec.runtime_optimization,
             axis_sizes=dict(self.axis_sizes), dimension_sizes=dict(self.dimension_sizes),
             lengths=dict(self.lengths),
-            divergence=self.divergence,
+            divergence=self.divergence, repro=self.repro,
         )
 
 
@@ -232,7 +234,8 @@ def _localise(built: Built, failure: tuple[CutRun, str], verified: Verified, job
     request = localise.Localisation(
         built.loaded.module, outcome.program, outcome.exporter or "", outcome.model,
         built.bound, spec, job.repo, localise.deadline_for(spec.timeout_seconds, timer.started))
-    ledger.divergence = localise.localise(request, *failure)
+    localised = localise.localise(request, *failure)
+    ledger.divergence, ledger.repro = localised.divergence, localised.repro
     verified.findings = localise.attach(verified.findings, ledger.divergence, job.repo)
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shutil
 from dataclasses import dataclass
@@ -15,12 +16,17 @@ from onnx_parity.report import (
     parity_record,
     render_junit,
     render_sarif,
+    repro_report,
+    repro_script,
     run_from_json,
     run_to_json,
     variant_file,
     variant_record,
 )
-from onnx_parity.results import ModelResult, RunResult, StoredFile, VariantResult
+from onnx_parity.results import ModelResult, Repro, RunResult, StoredFile, VariantResult
+
+CACHED_REPRO = ("the result came from the cache, which keeps no repro folder (run with "
+                "--no-cache to make it again)")
 
 
 class OutputError(UserError):
@@ -86,6 +92,23 @@ def _write_model(run: RunResult, name: str, out: Path) -> None:
         _write_json(out / f"{name}.divergence.json", divergence)
     for variant in model.variants:
         _write_variant(run, model, variant, out)
+    if model.repro is not None:
+        _write_repro(run, model, model.repro, out / f"{name}.repro")
+
+
+def _write_repro(run: RunResult, model: ModelResult, repro: Repro, folder: Path) -> None:
+    """`<name>.repro/`: the worker's subgraph and arrays moved in (when it made them), then
+    repro.py and REPORT.md beside them. A folder left there by an earlier run goes first."""
+    shutil.rmtree(folder, ignore_errors=True)
+    made = Path(repro.folder) if repro.folder else None
+    if made is not None and made.is_dir():
+        shutil.move(made, folder)
+    folder.mkdir(exist_ok=True)
+    if repro.omitted is None and not (folder / "subgraph.onnx").is_file():
+        repro = dataclasses.replace(repro, omitted=CACHED_REPRO)
+    if repro.omitted is None:
+        (folder / "repro.py").write_text(repro_script(model, repro), encoding="utf-8")
+    (folder / "REPORT.md").write_text(repro_report(model, repro, run.versions), encoding="utf-8")
 
 
 def _write_variant(run: RunResult, model: ModelResult, variant: VariantResult, out: Path) -> None:

@@ -125,6 +125,31 @@ class DivergenceJson(TypedDict):  # results.Divergence
     inputs_max_abs_diff: Figure
 
 
+class ReproJson(TypedDict):  # results.Repro
+    value: str
+    op: str | None
+    file: str | None
+    line: int | None
+    found_by: str  # "localisation" | "bisection" | "optimizer-bisection"
+    reference: str  # "pytorch" | "optimizations-disabled"
+    optimization: str
+    batch_size: int
+    samples: int
+    inputs: list[str]
+    outputs: list[str]
+    nodes: int
+    atol: float
+    rtol: float
+    max_abs_diff: Figure
+    reproduces: bool
+    size_bytes: int
+    limit_bytes: int
+    lines: list[str]
+    platform: str
+    omitted: str | None  # why the subgraph or its inputs are not included
+    folder: str | None  # <name>.repro, in the output folder
+
+
 class ProvenanceJson(TypedDict):  # results.Provenance
     created: str
     commit: str | None
@@ -181,6 +206,7 @@ class ModelJson(TypedDict):
     cached_from: ProvenanceJson | None
     baseline: BaseFiguresJson | None
     divergence: DivergenceJson | None
+    repro: NotRequired[ReproJson | None]  # the repro folder (absent in older reports)
     max_rss_bytes: int | None  # the worker's peak resident memory (None: not measured)
     seconds: NotRequired[Figure]  # the worker's wall time, when it was measured
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from onnx_parity.findings import CATALOGUE, Finding, Severity
 from onnx_parity.report.drift_chart import drift_chart
+from onnx_parity.report.repro_text import repro_section
 from onnx_parity.report.variants_table import variants_section
 from onnx_parity.results import ModelResult, OutputComparison, RunResult
 
@@ -172,6 +173,8 @@ def _model_section(model: ModelResult, source_base: str | None, detail: int) -> 
         lines += _finding_lines(finding, source_base, detail)
     if detail == FULL and model.divergence is not None:
         lines += drift_chart(model.name, model.divergence)
+    if detail == FULL:
+        lines += repro_section(model)
     if detail == FULL and model.comparisons:
         lines += ["", *_comparison_table(model.comparisons)]
     if detail == FULL and model.attempts:

@@ -41,6 +41,7 @@ from onnx_parity.report.json_values import (
 )
 from onnx_parity.report.json_values import number_from_json as _number
 from onnx_parity.report.json_values import shapes_from_json as _shapes
+from onnx_parity.report.repro_json import repro_from_json, repro_to_json
 from onnx_parity.results import (
     BaseFigures,
     Baseline,
@@ -161,6 +162,7 @@ def _model_fields(model: ModelResult) -> ModelJson:
         "cached_from": cast(ProvenanceJson | None, encode(model.cached_from)),
         "baseline": cast(BaseFiguresJson | None, encode(model.base)),
         "divergence": cast(DivergenceJson | None, encode(model.divergence)),
+        "repro": repro_to_json(model),
         "max_rss_bytes": model.max_rss_bytes,
     }
 
@@ -289,6 +291,7 @@ def model_from_json(item: ModelJson) -> ModelResult:
         cached_from=Provenance(**cached_from) if cached_from else None,
         base=_base_from_json(item.get("baseline")),
         divergence=divergence_from_json(item.get("divergence")),
+        repro=repro_from_json(item.get("repro")),
     )
 
 

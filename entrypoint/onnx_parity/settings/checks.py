@@ -37,6 +37,8 @@ CALIBRATIONS = ("minmax", "entropy", "percentile")
 OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")
 DEFAULT_OPTIMIZATION = "all"
 DEFAULT_DRIFT_WARNING_RATIO = 10.0
+DEFAULT_REPRO_MAX_MB = 4.0  # a repro folder stays small enough to attach to a bug
+DEFAULT_LOCALISE_MAX_VALUES = 5000  # values marked as outputs at once, at most
 
 
 def opset_value(value: object, where: str) -> int:
@@ -150,6 +152,22 @@ def drift_ratio_value(value: object, where: str) -> float:
             f"the baseline before a drift-regression warning, e.g. {DEFAULT_DRIFT_WARNING_RATIO:g}."
         )
     return float(number)
+
+
+def repro_size_value(value: object, where: str) -> float:
+    number = finite_number(value, where, "a number of megabytes, e.g. repro-max-mb = 4")
+    if number <= 0:
+        raise ConfigError(f"{where}: {number} is not a positive number of megabytes. Use a "
+                          f"value > 0, e.g. {DEFAULT_REPRO_MAX_MB:g}.")
+    return float(number)
+
+
+def localise_limit_value(value: object, where: str) -> int:
+    fix = "a positive whole number of values, e.g. localise-max-values = 5000"
+    count = integer(value, where, fix)
+    if count <= 0:
+        raise ConfigError(f"{where}: {count} is not positive. Use {fix}.")
+    return count
 
 
 def python_path_value(value: object, context: KeyContext) -> SourceFolders:

@@ -22,8 +22,10 @@ from onnx_parity.settings.checks import (
     DEFAULT_ATOL,
     DEFAULT_BATCH_SIZES,
     DEFAULT_DRIFT_WARNING_RATIO,
+    DEFAULT_LOCALISE_MAX_VALUES,
     DEFAULT_OPSET,
     DEFAULT_OPTIMIZATION,
+    DEFAULT_REPRO_MAX_MB,
     DEFAULT_RTOL,
     DEFAULT_TIMEOUT_SECONDS,
     EXPORTERS,
@@ -34,10 +36,12 @@ from onnx_parity.settings.checks import (
     calibration_value,
     drift_ratio_value,
     exporters_value,
+    localise_limit_value,
     memory_limit_value,
     opset_value,
     optimization_value,
     python_path_value,
+    repro_size_value,
     sqnr_value,
     timeout_value,
     tolerance_value,
@@ -240,6 +244,19 @@ class ModelSpec:
             '`"all"` is onnxruntime\'s own default, what a deployment gets unless it sets '
             "another: set the level you deploy with. A model that fails above `\"disabled\"` but "
             f"matches there gets `optimizer-drift`. {_OVERRIDES}")
+    localise_max_values: int = setting(
+        "localise-max-values", DEFAULT_LOCALISE_MAX_VALUES, kind="integer > 0",
+        check=plain(localise_limit_value), example="localise-max-values = 20000",
+        doc="A failing model whose graph computes more values than this is not localised by "
+            "marking every value as an output at once (that holds them all in memory); it is "
+            "reduced by bisection over the graph's order instead, a few values per run. "
+            f"{_OVERRIDES}")
+    repro_max_mb: float = setting(
+        "repro-max-mb", DEFAULT_REPRO_MAX_MB, kind="number > 0", check=plain(repro_size_value),
+        example="repro-max-mb = 16",
+        doc="The most a failing model's `<name>.repro/` folder may hold, in megabytes: past it "
+            "the inputs are cut to one sample, then the folder says the subgraph or its inputs "
+            f"were too large to include. {_OVERRIDES}")
     # Deployment variants built from the verified fp32 model (variants/).
     variants: tuple[str, ...] = setting(
         "variants", kind=f"array of distinct {_choices(VARIANTS)}",

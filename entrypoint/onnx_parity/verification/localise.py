@@ -23,7 +23,7 @@ from onnx_parity.findings import CATALOGUE, Finding
 from onnx_parity.locations import scrub_paths, source_line
 from onnx_parity.model_files import ModelFile
 from onnx_parity.models import BoundInputs, as_call
-from onnx_parity.results import Divergence, NodeCheck, OutputComparison
+from onnx_parity.results import Divergence, NodeCheck, OutputComparison, Repro
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.cuts import CutRun, ort_feed
@@ -37,6 +37,7 @@ from onnx_parity.verification.onnx_values import (
     read_graph,
     scope_module,
 )
+from onnx_parity.verification.repro import ReproCase, build_repro
 from onnx_parity.verification.runtime import RuntimeFailure
 from onnx_parity.verification.torch_values import (
     LocalisationTimeout,
@@ -71,6 +72,16 @@ class Compared:
     value: str
     row: OutputComparison
     origin: Origin
+    expected: np.ndarray  # PyTorch's value, and onnxruntime's: what a repro folder is fed
+    actual: np.ndarray
+
+
+@dataclass(frozen=True)
+class Localised:
+    """What localising found, and the repro folder of the first divergence when it named one."""
+
+    divergence: Divergence
+    repro: Repro | None = None
 
 
 @dataclass(frozen=True)
@@ -100,7 +111,7 @@ def target(findings: list[Finding], failed: list[CutRun]) -> tuple[CutRun, str] 
     return None
 
 
-def localise(request: Localisation, run: CutRun, output: str) -> Divergence:
+def localise(request: Localisation, run: CutRun, output: str) -> Localised:
     attempt = _Attempt(request, run, output, time.perf_counter())
     graph = read_graph(request.model)
     try:
@@ -109,19 +120,20 @@ def localise(request: Localisation, run: CutRun, output: str) -> Divergence:
         compared, skipped = (_dynamo_values if request.program is not None
                              else _module_values)(request, graph, run)
     except LocalisationTimeout:
-        return _empty(attempt, "stopped to stay within timeout-seconds")
+        return Localised(_empty(attempt, "stopped to stay within timeout-seconds"))
     except RuntimeFailure as error:
-        return _empty(attempt, f"onnxruntime cannot run the graph's values: {error.message}")
+        return Localised(_empty(attempt,
+                                f"onnxruntime cannot run the graph's values: {error.message}"))
     if not compared:
         reason = ("no value of the exported graph has a counterpart in PyTorch"
                   if request.program is not None else "the TorchScript graph names no module "
                   f"scope of a leaf module; {NEEDS_DYNAMO}")
-        return _empty(attempt, reason)
+        return Localised(_empty(attempt, reason))
     return _judged(attempt, graph, compared, skipped)
 
 
 def _judged(attempt: _Attempt, graph: Graph, compared: list[Compared],
-            skipped: int) -> Divergence:
+            skipped: int) -> Localised:
     verdicts = {c.value: Verdict(c.row.passed, c.row.max_abs_diff) for c in compared}
     sources = feeders(graph, verdicts)
     first = first_divergence([c.value for c in compared], verdicts, sources)
@@ -133,8 +145,22 @@ def _judged(attempt: _Attempt, graph: Graph, compared: list[Compared],
                        "code no compared value covers" + hint)
     divergence = _divergence(attempt, nodes, skipped, unlocalised)
     if first is None:
-        return divergence
-    return dataclasses.replace(divergence, inputs_max_abs_diff=first.inputs_max_abs_diff)
+        return Localised(divergence)
+    divergence = dataclasses.replace(divergence, inputs_max_abs_diff=first.inputs_max_abs_diff)
+    target = next(c for c in compared if c.value == first.value)
+    return Localised(divergence, _repro(attempt, graph, compared, target, sources[first.value]))
+
+
+def _repro(attempt: _Attempt, graph: Graph, compared: list[Compared], first: Compared,
+           boundary: frozenset[str]) -> Repro:
+    """The first divergence's repro folder, fed with the values localisation computed."""
+    request, cut = attempt.request, attempt.run.cut
+    inputs = tuple(name for name in graph.inputs if name not in graph.constants)
+    values = {**ort_feed(inputs, request.bound, cut.feed),
+              **{c.value: c.actual for c in compared}}
+    case = ReproCase(request.spec.name, request.model, graph, first.value, boundary, values,
+                     first.expected, cut.size, LOCALISATION_LEVEL, "localisation")
+    return build_repro(case, request.spec, request.repo)
 
 
 def _dynamo_values(request: Localisation, graph: Graph,
@@ -196,7 +222,7 @@ def _compare(request: Localisation, run: CutRun,
         if np.shape(torch_value) != np.shape(onnx_value):
             continue
         row = compare_output(value, run.cut.size, torch_value, onnx_value, spec.atol, spec.rtol)
-        found.append(Compared(value, row, origin))
+        found.append(Compared(value, row, origin, torch_value, onnx_value))
     return sorted(found, key=lambda c: order.get(c.value, len(order)))
 
 

@@ -1,0 +1,172 @@
+"""The texts of a failing model's `<name>.repro/` folder: `repro.py` and `REPORT.md`.
+
+Pure functions of the run's results. repro.py needs only numpy and onnxruntime (no torch, no
+onnx, no onnx-parity, no repository): it runs `subgraph.onnx` on `inputs.npz` at the level the
+divergence was measured at, prints the max abs diff against `expected.npz` and the tolerance
+(the tool's rule: an element passes when |actual - expected| <= atol + rtol * |expected|, NaN
+against NaN and equal infinities count as equal), and exits 1 when an element is outside.
+REPORT.md is a bug report ready to paste: the versions, the exporter and opset, the operator
+and the user's line, expected against actual with the figures, and how to run repro.py.
+"""
+
+from __future__ import annotations
+
+from onnx_parity.results import ModelResult, Repro
+
+GRAPH_LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
+                "extended": "ORT_ENABLE_EXTENDED", "all": "ORT_ENABLE_ALL"}
+FOUND_BY = {
+    "localisation": "per-node localisation (every intermediate value compared with PyTorch's)",
+    "bisection": "bisection over the graph's order (each prefix's output against PyTorch's "
+                 "value at that point)",
+    "optimizer-bisection": "bisection over the graph's order (each prefix at the configured "
+                           "optimization level against the same prefix with graph "
+                           "optimizations disabled)",
+}
+REFERENCE = {"pytorch": "PyTorch's value",
+             "optimizations-disabled": "onnxruntime's value with graph optimizations disabled"}
+SCRIPT = '''"""{doc}
+
+Needs only numpy and onnxruntime: python repro.py (exit 1: outside the tolerance)."""
+import sys
+from pathlib import Path
+
+import numpy as np
+import onnxruntime as ort
+
+HERE = Path(__file__).resolve().parent
+ATOL, RTOL = {atol!r}, {rtol!r}  # passes when |actual - expected| <= ATOL + RTOL * |expected|
+options = ort.SessionOptions()
+options.graph_optimization_level = ort.GraphOptimizationLevel.{level}
+session = ort.InferenceSession(str(HERE / "subgraph.onnx"), options,
+                               providers=["CPUExecutionProvider"])
+inputs, expected = np.load(HERE / "inputs.npz"), np.load(HERE / "expected.npz")
+feed = {{item.name: inputs[f"arr_{{k}}"] for k, item in enumerate(session.get_inputs())}}
+outside = 0
+for k, actual in enumerate(session.run(None, feed)):
+    want, got = expected[f"arr_{{k}}"].astype(np.float64), actual.astype(np.float64)
+    with np.errstate(all="ignore"):
+        same = (got == want) | (np.isnan(got) & np.isnan(want))
+        diff = np.where(same, 0.0, np.nan_to_num(np.abs(got - want), nan=np.inf))
+        allowed = ATOL + RTOL * np.abs(np.where(np.isfinite(want), want, 0.0))
+    worst, bad = int(diff.argmax()), int(np.count_nonzero(diff > allowed))
+    outside += bad
+    print(f"{{session.get_outputs()[k].name}}: max abs diff {{diff.flat[worst]:.6e}} "
+          f"(expected {{want.flat[worst]:.9g}}, actual {{got.flat[worst]:.9g}}); tolerance "
+          f"{{ATOL:g}} + {{RTOL:g}} * |expected| = {{allowed.flat[worst]:.3e}} there; "
+          f"{{bad}} of {{diff.size}} elements outside")
+sys.exit(1 if outside else 0)
+'''
+
+
+def repro_section(model: ModelResult) -> list[str]:
+    """The failing model section's lines on its repro folder: what it holds, how to get it."""
+    repro = model.repro
+    if repro is None:
+        return []
+    folder = f"`{model.name}.repro/`"
+    if repro.omitted:
+        return ["", f"**Repro:** {folder} holds only `REPORT.md`: {repro.omitted}."]
+    inputs = ", ".join(f"`{name}`" for name in repro.inputs) or "the graph's inputs"
+    figure = (f"max abs diff {_e(repro.max_abs_diff)}, outside the tolerance: exits 1"
+              if repro.reproduces else
+              f"max abs diff {_e(repro.max_abs_diff)}, inside the tolerance on its own: exits 0")
+    return ["", f"**Repro:** {folder} holds `subgraph.onnx` ({repro.nodes} node(s) computing "
+            f"`{repro.value}` from {inputs}), `inputs.npz` and `expected.npz` ({_samples(repro)}), "
+            f"`repro.py` and `REPORT.md`, a bug report ready to paste. Download the workflow "
+            f"run's artifact (the output folder), then run `python {model.name}.repro/repro.py` "
+            f"with only numpy and onnxruntime installed ({figure})."]
+
+
+def repro_script(model: ModelResult, repro: Repro) -> str:
+    """repro.py: at most about 30 lines, numpy and onnxruntime only."""
+    doc = f"{model.name}: `{_op(repro)}` at {_where(repro)} against {REFERENCE[repro.reference]}."
+    return SCRIPT.format(doc=doc.replace('"', "'"), atol=repro.atol, rtol=repro.rtol,
+                         level=GRAPH_LEVELS[repro.optimization])
+
+
+def repro_report(model: ModelResult, repro: Repro, versions: dict[str, str]) -> str:
+    """REPORT.md: a bug report ready to paste into an issue."""
+    lines = [f"# {_title(repro)}", "", *_what(model, repro), "", *_figures(repro), "",
+             "## Versions", "", *_versions(model, repro, versions), "", *_how(model, repro)]
+    return "\n".join(lines) + "\n"
+
+
+def _title(repro: Repro) -> str:
+    figure = f": max abs diff {_e(repro.max_abs_diff)}" if repro.max_abs_diff is not None else ""
+    if repro.reference == "optimizations-disabled":
+        return (f"onnxruntime's graph optimizations change the result of `{_op(repro)}` "
+                f"({_where(repro)}){figure}")
+    return f"onnxruntime differs from PyTorch at `{_op(repro)}` ({_where(repro)}){figure}"
+
+
+def _what(model: ModelResult, repro: Repro) -> list[str]:
+    inputs = ", ".join(f"`{name}`" for name in repro.inputs) or "the graph's inputs"
+    lines = [
+        f"The model `{model.name}`, exported with {model.exporter} at opset {model.opset}, "
+        f"differs from PyTorch. The place was found by {FOUND_BY[repro.found_by]}.", "",
+        f"`subgraph.onnx` holds the {repro.nodes} node(s) of the exported graph that compute "
+        f"`{repro.value}` (`{_op(repro)}`) from {inputs}, with the weights they use. "
+        f"`inputs.npz` holds those values as the full model computed them in onnxruntime for "
+        f"{_samples(repro)} (`arr_0`, `arr_1`, ... in that order); `expected.npz` holds "
+        f"{REFERENCE[repro.reference]} of `{repro.value}` for the same samples.",
+    ]
+    if repro.lines:
+        lines += ["", "The user's code of these nodes: "
+                  + ", ".join(f"`{line}`" for line in repro.lines) + "."]
+    return lines
+
+
+def _figures(repro: Repro) -> list[str]:
+    if repro.omitted:
+        return ["## Not included", "", f"The subgraph or its inputs are not in this folder: "
+                f"{repro.omitted}. The figures of the full model are in the run's report."]
+    verdict = ("outside the tolerance: it reproduces" if repro.reproduces
+               else "inside the tolerance: it does not reproduce on its own")
+    return [
+        "## Expected against actual", "",
+        "| | |", "|---|---|",
+        f"| Max abs diff | {_e(repro.max_abs_diff)} ({verdict}) |",
+        f"| Tolerance | atol {repro.atol:g} + rtol {repro.rtol:g} × \\|expected\\| |",
+        f"| onnxruntime graph optimization | {repro.optimization} "
+        f"(`{GRAPH_LEVELS[repro.optimization]}`) |",
+        f"| Samples | {repro.samples} of the failing batch of {repro.batch_size} |",
+    ]
+
+
+def _versions(model: ModelResult, repro: Repro, versions: dict[str, str]) -> list[str]:
+    rows = ["| | |", "|---|---|"]
+    for name in ("torch", "onnx", "onnxruntime", "onnxscript", "numpy", "python",
+                 "onnx-parity"):
+        if name in versions:
+            rows.append(f"| {name} | {versions[name]} |")
+    rows += [f"| platform | {repro.platform or 'unknown'} |",
+             f"| exporter | {model.exporter}, opset {model.opset} |"]
+    return rows
+
+
+def _how(model: ModelResult, repro: Repro) -> list[str]:
+    if repro.omitted:
+        return []
+    return ["## Reproduce", "", "In an environment with only numpy and onnxruntime "
+            "(no torch, no repository):", "", "```", f"python {model.name}.repro/repro.py",
+            "```", "", "It prints the max abs diff against `expected.npz` and the tolerance, "
+            "and exits 1 when an element is outside it."]
+
+
+def _samples(repro: Repro) -> str:
+    if repro.samples < repro.batch_size:
+        return f"one sample of the failing batch of {repro.batch_size} (cut to fit the folder)"
+    return f"the failing batch of {repro.batch_size}"
+
+
+def _op(repro: Repro) -> str:
+    return (repro.op or "?").removesuffix(".default")
+
+
+def _where(repro: Repro) -> str:
+    return f"`{repro.file}:{repro.line}`" if repro.file else f"node output `{repro.value}`"
+
+
+def _e(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2e}"
