@@ -52,7 +52,8 @@ def recorded_guards(program: Any) -> tuple[tuple[RecordedGuard, ...], dict[str, 
         env = _shape_env(program)
         sources = {symbol: [source.name for source in found]
                    for symbol, found in env.var_to_sources.items() if found}
-        hints = getattr(env, "backed_var_to_val", None) or env.var_to_val
+        # torch 2.13 renames var_to_val (deprecated, with a FutureWarning) backed_var_to_val
+        hints = env.backed_var_to_val if hasattr(env, "backed_var_to_val") else env.var_to_val
         sizes = {name: int(hints[symbol]) for symbol, names in sources.items()
                  for name in names if symbol in hints}
         guards = _guards(env, sources) + _ranges(program, sources)
