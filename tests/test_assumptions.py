@@ -338,7 +338,8 @@ def test_the_padded_model_wrong_at_12_is_a_shape_assumption_error(tmp_path: Path
     assert finding["file"] == "models/assumed.py"
     assert finding["line"] == line_of(repo / "models" / "assumed.py", "if t % 8 != 0")
     assert "the export assumed time must be a multiple of 8" in finding["message"]
-    assert "at time 12: " in finding["message"]
+    assert "it breaks at time 12, where the model fails: " in finding["message"]
+    assert "onnxruntime [2, 12, 4]" in finding["message"]  # the sweep's evidence, quoted
     assert finding["details"]["failed_sizes"] == [12]
     assert findings_of(run, "length-mismatch") == []  # the assumption explains it
 
