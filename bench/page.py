@@ -24,7 +24,7 @@ def render_page(figures: Json) -> str:
     sections = [
         _intro(figures), _overhead(figures), _help(figures), _parallel(figures),
         _localisation(figures), _variants(figures), _profiles(figures), _scaling(figures),
-        _large(figures), _reproduce(),
+        _large(figures), _sweep(figures), _reproduce(),
     ]
     return "\n\n".join(section.rstrip("\n") for section in sections) + "\n"
 
@@ -200,6 +200,12 @@ def _large(figures: Json) -> str:
     from large_model import page_section  # bench/large_model.py, beside this module
 
     return page_section(figures.get("large_model"))
+
+
+def _sweep(figures: Json) -> str:
+    from sweep import page_section  # bench/sweep.py, beside this module
+
+    return page_section(figures.get("sweep"))
 
 
 def _names(names: Sequence[str]) -> str:

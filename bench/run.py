@@ -114,6 +114,7 @@ class Figures:
     repeat: int = 1
     variants_table: str = ""  # the comment's "Deployment variants" table of the last such run
     scaling: Any = None  # bench/scaling.py's Scaling (imported late: it imports this module)
+    sweep: dict[str, Any] | None = None  # bench/sweep.py's figures (with --sweep)
     large: dict[str, Any] | None = None  # bench/large_model.py's figures (with --large)
 
     @property
@@ -164,6 +165,7 @@ class Figures:
             "localisation_aim": LOCALISATION_AIM,
             "notes": self.notes, "repeat": self.repeat, "variants_table": self.variants_table,
             "scaling": self.scaling.as_json() if self.scaling is not None else None,
+            "sweep": self.sweep,
             "large_model": self.large,
         }
 
@@ -428,6 +430,10 @@ def render(figures: Figures) -> str:
 
     lines = [*_table(figures), *_verdicts(figures), "", *_profiles(figures)]
     lines += render_scaling(figures.scaling) if figures.scaling is not None else []
+    if figures.sweep is not None:
+        from sweep import render_sweep
+
+        lines += render_sweep(figures.sweep)
     if figures.large is not None:
         from large_model import render_large
 
@@ -521,6 +527,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="measure nothing: render --page from figures an earlier --json wrote")
     parser.add_argument("--large", action="store_true",
                         help="also the 2.4 GB model (bench/large_model.py; needs 6 GB, alone)")
+    parser.add_argument("--sweep", action="store_true",
+                        help="also the lengths sweep's cost (bench/sweep.py: eight architectures)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -530,6 +538,10 @@ def main(argv: list[str] | None = None) -> int:
         return write_page(json.loads(args.from_json.read_text(encoding="utf-8")), args.page)
     try:
         figures = measure(args.repo.resolve(), args.repeat)
+        if args.sweep:
+            from sweep import measure_sweep_figures
+
+            figures = dataclasses.replace(figures, sweep=measure_sweep_figures(args.repeat))
         if args.large:
             from large_model import measure_large
 

@@ -5,8 +5,6 @@ onnxruntime (a transformers Swin from a small config, padded attention, a convol
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 
@@ -76,7 +74,8 @@ def test_default_sizes_keep_no_divisibility_of_the_committed_length() -> None:
     assert default_sizes(16) == (16, 8, 13, 20)
     for length in range(1, 600):
         sizes = default_sizes(length)
-        assert sizes[0] == length and len(set(sizes)) == len(sizes) >= 3
+        assert sizes[0] == length
+        assert len(set(sizes)) == len(sizes) >= 3
         assert 1 not in sizes[1:]  # torch.export specialises a size of 1
         assert any(size % 2 for size in sizes[1:])  # an odd one: no power of two divides it
         assert max(sizes) > length  # a longer one
@@ -124,7 +123,8 @@ def test_attention_padded_to_a_multiple_of_8_fails_at_13_and_20_with_its_figures
         failing = errors(model, "length-mismatch", "shape-assumption")
         assert failing, (name, model["findings"])
         text = " ".join(f["message"] for f in failing)
-        assert "time 13" in text and "20" in text, text
+        assert "time 13" in text, text
+        assert "20" in text, text
         assert "max abs diff" in text, text
         assert not errors(model, "parity-mismatch")  # it explains the mismatch
     [mismatch] = errors(sweep.models()["padded-torchscript"], "length-mismatch")
@@ -150,7 +150,8 @@ def test_lengths_pytorch_cannot_run_are_skipped_and_listed_with_why(sweep):
     assert model["passed"], model["findings"]
     skipped = model["lengths"]["time"]["skipped"]
     assert list(skipped) == ["4", "7", "10"]
-    assert "PyTorch itself fails" in skipped["4"] and "(4)" in skipped["4"]
+    assert "PyTorch itself fails" in skipped["4"]
+    assert "(4)" in skipped["4"]
     report = (sweep.folder / "report.md").read_text(encoding="utf-8")
     assert "`fixed` skipped time 4, 7, 10: PyTorch itself fails" in report
     assert "committed samples repeated along the axis (wrapping around)" in report

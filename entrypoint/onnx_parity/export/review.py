@@ -115,7 +115,8 @@ def _library_fix(warning: CapturedWarning, where: str) -> str:
     reads_shape = any(read in text for read in SHAPE_READS)
     concern = (
         "It reads a shape: onnx-parity runs the model at every declared shape (`batch-sizes`, "
-        "`axis-sizes`), so a shape baked in there fails as `frozen-dimension`."
+        "`axis-sizes`), so a shape baked in there fails at the length it breaks "
+        "(`length-mismatch`, quoting this warning)."
         if reads_shape else
         "It turns a tensor value into a Python value: the export keeps the value the export "
         "batch gave."

@@ -300,10 +300,13 @@ class ModelSpec:
     # input -> axis -> the sizes to run that axis at.
     axis_sizes: dict[str, dict[int, tuple[int, ...]]] = setting(
         "axis-sizes", kind="table of input -> { axis -> array of sizes >= 1 }",
-        check=axis_sizes_value, default={}, shown="the committed size and max(2, size // 2)",
+        check=axis_sizes_value, default={},
+        shown="the committed length L, max(2, L // 2), an odd length near 3L/4, one near 5L/4",
         model_only=True, example="axis-sizes = { input_ids = { 1 = [8, 16] } }",
-        doc="The sizes a declared dynamic axis other than the batch runs at. Every axis named "
-            "must be declared in `dynamic-axes`; axis 0 is `batch-sizes`' job.")
+        doc="The lengths a declared dynamic axis other than the batch runs at (after the "
+            "committed one), built by repeating the committed samples along the axis, at the "
+            "smallest and the largest batch size. Every axis named must be declared in "
+            "`dynamic-axes`; axis 0 is `batch-sizes`' job.")
 
 
 def declared_keys() -> tuple[Key, ...]:

@@ -5,7 +5,8 @@ A graph can declare a symbolic axis and still compute for one length only (a Pyt
 padding to a multiple of 8 baked in for the export's image size). So each such dimension runs
 at its other lengths (models/shapes.py builds them by repeating the committed samples along the
 axis), one dimension at a time with the others at their committed lengths, at the smallest and
-the largest batch size, on the same cuts of the samples as those batch sizes. Code built here:
+the largest batch size, each on the first cut of the samples of that batch size (the committed
+length ran every sample; a length the graph gets wrong is wrong whatever the values). Built here:
 `shape-not-checked` (a length PyTorch itself cannot run is skipped). A failure or mismatch that
 only another length shows is a `LengthFailure`: frozen evidence (frozen.py) when the exported
 file fixes the dimension, else lengths.py's `length-mismatch`.
@@ -36,7 +37,7 @@ class AtBatch:
     """One batch size the dimensions run their other lengths at, and what those runs share."""
 
     run: RunCut
-    starts: list[int]  # the start of each cut of this batch size
+    starts: list[int]  # the start of each cut of this batch size the other lengths run on
     feed_at: FeedAt  # a cut's feed at the committed sizes, from its start
     size: int
     committed: dict[str, int]  # every declared dimension at its committed size

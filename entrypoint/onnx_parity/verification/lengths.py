@@ -56,7 +56,7 @@ def length_findings(failures: Sequence[LengthFailure], ran: Mapping[str, Sequenc
     covered = explained(found)
     mismatches = merge_repeats([_finding(failure) for failure in failures
                                 if failure.length not in covered.get(failure.dimension.name, ())])
-    return _quoting(found, mismatches, package_warnings(export_findings))
+    return _quoting(found, mismatches, _package_warnings(export_findings))
 
 
 def _quoting(found: list[Finding], mismatches: list[Finding],
@@ -78,7 +78,7 @@ def _quoting(found: list[Finding], mismatches: list[Finding],
     return findings
 
 
-def package_warnings(export_findings: Sequence[Finding]) -> list[tuple[str, str]]:
+def _package_warnings(export_findings: Sequence[Finding]) -> list[tuple[str, str]]:
     """Each TracerWarning raised inside an installed package: where (`TracerWarning at
     transformers/.../modeling_swin.py:123 (an installed package)`) and its whole text."""
     return [(finding.message.split(": ", 1)[0], " ".join((finding.evidence or "").split()))
