@@ -33,6 +33,20 @@ class FirstDivergence(TypedDict):
     library_frame: NotRequired[str]  # the installed package's frame inside the user's line
 
 
+class Reduction(TypedDict):
+    """Where bisection over the graph's order found a failure start (verification/reduce.py)."""
+
+    found_by: str  # "bisection" (against PyTorch) | "optimizer-bisection" (against "disabled")
+    value: str  # the ONNX value whose prefix fails first
+    op: str | None
+    file: str | None
+    line: int | None
+    max_abs_diff: float | None
+    level: str  # the optimization level each prefix ran at
+    prefixes_run: int
+    lines: list[str]  # the user's lines of the nodes the repro folder holds
+
+
 class OtherExporter(TypedDict):
     """The exporter not configured, tried for an unsupported operator (export/review.py)."""
 
@@ -108,3 +122,4 @@ class FindingDetails(TypedDict, total=False):
     source: str
     localisation: str
     first_divergence: FirstDivergence
+    reduction: Reduction

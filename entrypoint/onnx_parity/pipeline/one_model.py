@@ -227,8 +227,8 @@ def _verify(built: Built, job: ModelJob, ledger: Ledger) -> Verified:
     return verify_model(torch_side, exported, job.spec, job.repo, job.threads)
 
 
-def _localise(built: Built, failure: tuple[CutRun, str], verified: Verified, job: ModelJob,
-              ledger: Ledger, timer: Timer) -> None:
+def _localise(built: Built, failure: tuple[CutRun, str, bool], verified: Verified,
+              job: ModelJob, ledger: Ledger, timer: Timer) -> None:
     outcome, spec = built.outcome, job.spec
     assert outcome.model is not None
     request = localise.Localisation(
@@ -236,7 +236,7 @@ def _localise(built: Built, failure: tuple[CutRun, str], verified: Verified, job
         built.bound, spec, job.repo, localise.deadline_for(spec.timeout_seconds, timer.started))
     localised = localise.localise(request, *failure)
     ledger.divergence, ledger.repro = localised.divergence, localised.repro
-    verified.findings = localise.attach(verified.findings, ledger.divergence, job.repo)
+    verified.findings = localise.attach(verified.findings, localised, job.repo)
 
 
 def _load(spec: ModelSpec, repo: Path, ledger: Ledger) -> SampleSet:

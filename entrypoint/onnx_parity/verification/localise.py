@@ -37,6 +37,13 @@ from onnx_parity.verification.onnx_values import (
     read_graph,
     scope_module,
 )
+from onnx_parity.verification.reduce import (
+    DISABLED,
+    PYTORCH,
+    Reduced,
+    attach_reduction,
+    reduce_model,
+)
 from onnx_parity.verification.repro import ReproCase, build_repro
 from onnx_parity.verification.runtime import RuntimeFailure
 from onnx_parity.verification.torch_values import (
@@ -80,8 +87,10 @@ class Compared:
 class Localised:
     """What localising found, and the repro folder of the first divergence when it named one."""
 
-    divergence: Divergence
+    output: str  # the failing output it looked at
+    divergence: Divergence | None  # None: only reduced (optimizer drift)
     repro: Repro | None = None
+    reduced: Reduced | None = None  # when bisection over the graph found the place instead
 
 
 @dataclass(frozen=True)
@@ -99,36 +108,45 @@ def deadline_for(timeout_seconds: float, started: float) -> float:
     return started + timeout_seconds - max(2.0, 0.1 * timeout_seconds)
 
 
-def target(findings: list[Finding], failed: list[CutRun]) -> tuple[CutRun, str] | None:
-    """The first failing cut and output that a parity or NaN finding reports, if any."""
+def target(findings: list[Finding], failed: list[CutRun]) -> tuple[CutRun, str, bool] | None:
+    """The first failing cut and output that a parity or NaN finding reports, else one that
+    optimizer-drift reports (True: reduce against the graph with optimizations disabled)."""
     # A mismatch a baked branch or a frozen size explains is not an operator's drift.
     outputs = {f.details.get("output") for f in findings
                if CATALOGUE[f.code].localised and "explained_by" not in f.details}
-    for run in failed:
-        for row in run.rows:
-            if not row.passed and row.output in outputs:
-                return run, row.output
+    drifted = {f.details.get("output") for f in findings if f.code == "optimizer-drift"}
+    for wanted, drift in ((outputs, False), (drifted, True)):
+        for run in failed:
+            for row in run.rows:
+                if not row.passed and row.output in wanted:
+                    return run, row.output, drift
     return None
 
 
-def localise(request: Localisation, run: CutRun, output: str) -> Localised:
+def localise(request: Localisation, run: CutRun, output: str, drift: bool = False) -> Localised:
     attempt = _Attempt(request, run, output, time.perf_counter())
+    if drift:
+        return _reduced(attempt, None, DISABLED)
     graph = read_graph(request.model)
+    values, limit = len(graph.values()), request.spec.localise_max_values
+    if request.program is not None and values > limit:  # marking them all would not fit
+        return _reduced(attempt, _empty(attempt, f"the graph computes {values} values, over "
+                                        f"localise-max-values = {limit}"), PYTORCH)
     try:
         if time.monotonic() > request.deadline:
             raise LocalisationTimeout
         compared, skipped = (_dynamo_values if request.program is not None
                              else _module_values)(request, graph, run)
     except LocalisationTimeout:
-        return Localised(_empty(attempt, "stopped to stay within timeout-seconds"))
+        return Localised(output, _empty(attempt, "stopped to stay within timeout-seconds"))
     except RuntimeFailure as error:
-        return Localised(_empty(attempt,
-                                f"onnxruntime cannot run the graph's values: {error.message}"))
+        return Localised(output, _empty(
+            attempt, f"onnxruntime cannot run the graph's values: {error.message}"))
     if not compared:
         reason = ("no value of the exported graph has a counterpart in PyTorch"
                   if request.program is not None else "the TorchScript graph names no module "
                   f"scope of a leaf module; {NEEDS_DYNAMO}")
-        return Localised(_empty(attempt, reason))
+        return Localised(attempt.output, _empty(attempt, reason))
     return _judged(attempt, graph, compared, skipped)
 
 
@@ -145,10 +163,17 @@ def _judged(attempt: _Attempt, graph: Graph, compared: list[Compared],
                        "code no compared value covers" + hint)
     divergence = _divergence(attempt, nodes, skipped, unlocalised)
     if first is None:
-        return Localised(divergence)
+        return (_reduced(attempt, divergence, PYTORCH) if attempt.request.program is not None
+                else Localised(attempt.output, divergence))
     divergence = dataclasses.replace(divergence, inputs_max_abs_diff=first.inputs_max_abs_diff)
     target = next(c for c in compared if c.value == first.value)
-    return Localised(divergence, _repro(attempt, graph, compared, target, sources[first.value]))
+    repro = _repro(attempt, graph, compared, target, sources[first.value])
+    return Localised(attempt.output, divergence, repro)
+
+
+def _reduced(attempt: _Attempt, divergence: Divergence | None, reference: str) -> Localised:
+    reduced = reduce_model(attempt.request, attempt.run, reference)
+    return Localised(attempt.output, divergence, reduced.repro if reduced else None, reduced)
 
 
 def _repro(attempt: _Attempt, graph: Graph, compared: list[Compared], first: Compared,
@@ -251,12 +276,20 @@ def _empty(attempt: _Attempt, reason: str) -> Divergence:
     return _divergence(attempt, (), 0, reason)
 
 
-def attach(findings: list[Finding], divergence: Divergence, repo: Path) -> list[Finding]:
-    """The parity finding of the localised output moves to the diverging line and says so."""
-    return [_attached(f, divergence, repo)
-            if CATALOGUE[f.code].localised and f.details.get("output") == divergence.output
-            else f
-            for f in findings]
+def attach(findings: list[Finding], localised: Localised, repo: Path) -> list[Finding]:
+    """The parity finding of the localised output moves to the diverging line and says so;
+    a failing finding of a reduced output, to where the bisection found its start."""
+    divergence = localised.divergence
+    if divergence is not None:
+        findings = [_attached(f, divergence, repo)
+                    if CATALOGUE[f.code].localised and f.details.get("output") == divergence.output
+                    else f
+                    for f in findings]
+    if localised.reduced is None:
+        return findings
+    codes = frozenset(code for code, info in CATALOGUE.items() if info.localised)
+    return attach_reduction(findings, localised.output, localised.reduced,
+                            codes | {"optimizer-drift"})
 
 
 def _attached(finding: Finding, divergence: Divergence, repo: Path) -> Finding:

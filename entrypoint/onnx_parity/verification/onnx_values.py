@@ -82,9 +82,10 @@ def module_and_op(namespace: str | None) -> tuple[str | None, str | None]:
     return (modules[-1] if modules else None), op
 
 
-def intermediate_values(model: ModelFile, wanted: list[str],
-                        feed: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """onnxruntime's value of each wanted value (graph outputs too) on `feed`, optimizations off.
+def intermediate_values(model: ModelFile, wanted: list[str], feed: dict[str, np.ndarray],
+                        level: str = LOCALISATION_LEVEL) -> dict[str, np.ndarray]:
+    """onnxruntime's value of each wanted value (graph outputs too) on `feed`, optimizations off
+    (the reduction asks for a few values at the configured level).
 
     The graph with those outputs added is saved beside the model, so a model with external
     data keeps reading its weights from the data file it names: they are never loaded here."""
@@ -99,7 +100,7 @@ def intermediate_values(model: ModelFile, wanted: list[str],
     values_model = model.path.with_name(f".{model.path.stem}.values.onnx")
     try:
         onnx.save(proto, str(values_model))
-        session = open_session(values_model, LOCALISATION_LEVEL)
+        session = open_session(values_model, level)
     finally:
         values_model.unlink(missing_ok=True)
     names = session.output_names

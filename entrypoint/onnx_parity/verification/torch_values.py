@@ -35,9 +35,10 @@ def as_array(value: Any) -> np.ndarray:
     return array
 
 
-def fx_values(program: Any, call: Call,
-              deadline: float) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
-    """Every tensor an exported-program node computes, by node name, and the output nodes."""
+def fx_values(program: Any, call: Call, deadline: float, wanted: frozenset[str] | None = None
+              ) -> tuple[dict[str, np.ndarray], tuple[str, ...]]:
+    """Every tensor an exported-program node computes (or only the `wanted` ones), by node name,
+    and the output nodes."""
     import torch
 
     exported = program.exported_program
@@ -51,7 +52,8 @@ def fx_values(program: Any, call: Call,
             if time.monotonic() > deadline:
                 raise LocalisationTimeout
             result = super().run_node(node)
-            if node.op == "call_function" and isinstance(result, torch.Tensor):
+            if (node.op == "call_function" and isinstance(result, torch.Tensor)
+                    and (wanted is None or node.name in wanted)):
                 values[node.name] = as_array(result)
             return result
 
