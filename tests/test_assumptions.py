@@ -12,8 +12,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from tests.fixture_repo.harness import line_of, run_cli
 
+from fixture_repo.harness import line_of, run_cli
 from onnx_parity.export.assumptions import (
     RecordedGuard,
     ShapeAssumption,
@@ -268,7 +268,6 @@ def test_an_asserted_divisibility_is_read_at_the_check(models) -> None:
 
 def test_a_torchscript_window_count_is_a_constant_shape_named_by_node_and_module(
         models, tmp_path: Path) -> None:
-    import io
     import warnings
 
     import torch
@@ -277,12 +276,11 @@ def test_a_torchscript_window_count_is_a_constant_shape_named_by_node_and_module
 
     repo, module = models
     model = module.windowed()
-    buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # the TracerWarning of int(t)
-        torch.onnx.export(model, (torch.randn(2, 16, 4),), buffer, dynamo=False,
-                          input_names=["x"], dynamic_axes={"x": {0: "batch", 1: "time"}})
-    (tmp_path / "w.onnx").write_bytes(buffer.getvalue())
+        torch.onnx.export(model, (torch.randn(2, 16, 4),), str(tmp_path / "w.onnx"),
+                          dynamo=False, input_names=["x"],
+                          dynamic_axes={"x": {0: "batch", 1: "time"}})
     [shape] = located(constant_shape_evidence(tmp_path / "w.onnx", {"time": 16}), model, repo)
     assert (shape.node, shape.op, shape.argument) == ("/blocks/blocks.0/Reshape_1", "Reshape",
                                                      "shape")
