@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from onnx_parity.export import ConstantShape, ShapeAssumption
 from onnx_parity.findings import Finding, Severity
+from onnx_parity.results import DimensionLengths
 from onnx_parity.verification.assumptions import (
     assumption_findings,
     constant_shape_findings,
@@ -43,7 +44,7 @@ class Assumed:
     constant_shapes: tuple[ConstantShape, ...] = ()
 
 
-def length_findings(failures: Sequence[LengthFailure], ran: Mapping[str, Sequence[int]],
+def length_findings(failures: Sequence[LengthFailure], lengths: Mapping[str, DimensionLengths],
                     assumed: Assumed, export_findings: Sequence[Finding]) -> list[Finding]:
     """What the export assumed first (`shape-assumption`, which takes precedence where it
     explains a failing length), then one `length-mismatch` per cause for the other failures:
@@ -51,7 +52,9 @@ def length_findings(failures: Sequence[LengthFailure], ran: Mapping[str, Sequenc
     failed: dict[str, dict[int, str]] = {}
     for failure in failures:
         failed.setdefault(failure.dimension.name, {})[failure.length] = failure.what()
-    found = [*assumption_findings(assumed.assumptions, failed, ran),
+    ran = {name: dimension.run for name, dimension in lengths.items()}
+    skipped = {name: tuple(dimension.skipped) for name, dimension in lengths.items()}
+    found = [*assumption_findings(assumed.assumptions, failed, ran, skipped),
              *constant_shape_findings(assumed.constant_shapes, failed, ran)]
     covered = explained(found)
     mismatches = merge_repeats([_finding(failure) for failure in failures

@@ -205,7 +205,7 @@ def _dimension_runs(runner: Runner, dims: tuple[Dimension, ...], exported: Expor
             verified.axis_sizes.setdefault(name, {}).update(axes)
         verified.dimension_sizes[dimension.name] = outcome.ran
         verified.lengths[dimension.name] = DimensionLengths(outcome.ran, outcome.skipped)
-    return findings + length_findings(failures, verified.dimension_sizes, exported.assumed,
+    return findings + length_findings(failures, verified.lengths, exported.assumed,
                                       exported.export_findings)
 
 
