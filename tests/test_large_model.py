@@ -14,56 +14,14 @@ import os
 import resource
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from fixture_repo.harness import CliRun, run_cli
+from large_model import write_repo  # bench/: the one writer of the model's repo
 
 pytestmark = pytest.mark.slow
 
-WIDTH, LAYERS = 8192, 9
 PROTOBUF_LIMIT = 2**31
-FACTORY = f'''"""{LAYERS} Linear layers of {WIDTH}x{WIDTH}: 2.4 GB of float32, seeded."""
-
-import math
-
-import torch
-from torch import nn
-
-
-def build() -> nn.Module:
-    generator = torch.Generator().manual_seed(0)
-    bound = math.sqrt(3.0 / {WIDTH})  # unit variance kept through every layer
-    layers = []
-    for _ in range({LAYERS}):
-        layer = nn.Linear({WIDTH}, {WIDTH}, device="meta").to_empty(device="cpu")
-        with torch.no_grad():
-            layer.weight.uniform_(-bound, bound, generator=generator)
-            layer.bias.zero_()
-        layers.append(layer)
-    return nn.Sequential(*layers).eval()
-'''
-CONFIG = """batch-sizes = [1, 2]
-atol = 1e-4
-rtol = 1e-4
-
-[[model]]
-name = "wide"
-factory = "models.wide:build"
-inputs = { input = "samples/input.npy" }
-dynamic-axes = { input = { 0 = "batch" } }
-"""
-
-
-def write_repo(repo: Path) -> Path:
-    (repo / "models").mkdir(parents=True)
-    (repo / "models" / "__init__.py").write_text("", encoding="utf-8")
-    (repo / "models" / "wide.py").write_text(FACTORY, encoding="utf-8")
-    (repo / "samples").mkdir()
-    rng = np.random.default_rng(0)
-    np.save(repo / "samples" / "input.npy", rng.standard_normal((2, WIDTH)).astype(np.float32))
-    (repo / "onnx-parity.toml").write_text(CONFIG, encoding="utf-8")
-    return repo
 
 
 def sha256(path: Path) -> str:
