@@ -94,11 +94,15 @@ def timeout_value(value: object, where: str) -> float:
 
 
 def memory_limit_value(value: object, where: str) -> int:
-    fix = "a positive whole number of megabytes, e.g. memory-limit-mb = 4096 (omit it for no limit)"
-    megabytes = integer(value, where, fix)
-    if megabytes <= 0:
-        raise ConfigError(f"{where}: {megabytes} is not positive. Use {fix}.")
-    return megabytes
+    return _positive_integer(value, where, "a positive whole number of megabytes, e.g. "
+                             "memory-limit-mb = 4096 (omit it for no limit)")
+
+
+def _positive_integer(value: object, where: str, fix: str) -> int:
+    number = integer(value, where, fix)
+    if number <= 0:
+        raise ConfigError(f"{where}: {number} is not positive. Use {fix}.")
+    return number
 
 
 def variants_value(value: object, where: str) -> tuple[str, ...]:
@@ -163,11 +167,8 @@ def repro_size_value(value: object, where: str) -> float:
 
 
 def localise_limit_value(value: object, where: str) -> int:
-    fix = "a positive whole number of values, e.g. localise-max-values = 5000"
-    count = integer(value, where, fix)
-    if count <= 0:
-        raise ConfigError(f"{where}: {count} is not positive. Use {fix}.")
-    return count
+    return _positive_integer(value, where,
+                             "a positive whole number of values, e.g. localise-max-values = 5000")
 
 
 def python_path_value(value: object, context: KeyContext) -> SourceFolders:
