@@ -10,7 +10,8 @@ at that point (a value dynamo maps to an FX node), or, for optimizer drift, agai
 prefix with graph optimizations disabled. Bisection over the candidate values in graph order
 finds the earliest failing prefix in about log2(values) runs, each within the model's deadline;
 the repro folder then holds the nodes between the last passing value and the first failing one,
-fed with the values the full model computed at the configured level.
+fed with the values the full model computed at the configured level (for optimizer drift, the
+whole failing prefix, fed with the graph's inputs: the rewrite that drifts lies inside it).
 """
 
 from __future__ import annotations
@@ -172,18 +173,21 @@ def _bisect(candidates: list[str], fails: Any) -> tuple[str | None, str] | None:
 
 def _repro(request: Localisation, run: CutRun, graph: Graph, place: tuple[str | None, str],
            verdict: _Verdict, reference: str) -> Repro | None:
-    """The nodes after the last passing value up to the first failing one."""
+    """The nodes after the last passing value up to the first failing one; for optimizer
+    drift, the whole failing prefix from the graph's inputs: a rewrite spans several nodes
+    (a fused Div and Mul), so nodes cut at the last passing value may leave it outside, fed
+    with what it already computed, and not change at "disabled" on their own."""
     last, first = place
     order = {value: index for index, node in enumerate(graph.nodes) for value in node.outputs}
-    start = order[last] if last is not None else -1
+    start = order[last] if last is not None and reference == PYTORCH else -1
     before = frozenset(value for node in graph.nodes[: start + 1] for value in node.outputs)
     inputs, _ = subgraph_inputs(graph, first, before)
     level = request.spec.runtime_optimization
     graph_inputs = tuple(name for name in graph.inputs if name not in graph.constants)
     feed = ort_feed(graph_inputs, request.bound, run.cut.feed)
+    wanted = [value for value in inputs if value not in feed]
     try:
-        computed = intermediate_values(request.model, [v for v in inputs if v not in feed],
-                                       feed, level)
+        computed = intermediate_values(request.model, wanted, feed, level) if wanted else {}
     except RuntimeFailure:
         return None
     case = ReproCase(request.spec.name, request.model, graph, first, before,
