@@ -25,8 +25,10 @@ from onnx_parity.report import (
 )
 from onnx_parity.results import ModelResult, Repro, RunResult, StoredFile, VariantResult
 
-CACHED_REPRO = ("the result came from the cache, which keeps no repro folder (run with "
-                "--no-cache to make it again)")
+# The cache hands a repro folder back with its result (or says an older entry did not keep
+# it); this is for a folder that is still missing, so REPORT.md never points at absent files.
+CACHED_REPRO = ("its files were not found where the check left them (run with --no-cache to "
+                "make them again)")
 
 
 class OutputError(UserError):

@@ -4,6 +4,8 @@
     DIR/v1/<model>/<key>/<reads>/model.onnx   the exported model, when there is one
     DIR/v1/<model>/<key>/<reads>/model.onnx.data   its external data, when it has any
     DIR/v1/<model>/<key>/<reads>/variant.<variant>.onnx(.data)   each deployment variant built
+    DIR/v1/<model>/<key>/<reads>/repro/<file>   a failing model's repro folder (subgraph.onnx,
+                                                inputs.npz, expected.npz)
     DIR/CACHEDIR.TAG   marks the folder as a cache (backup tools and the workers' watch skip it)
 
 `<key>` is the static fingerprint; `<reads>` the digest of the files the worker read, so a
@@ -19,7 +21,11 @@ runs. Entries are JSON and ONNX only: nothing in the folder is ever unpickled or
 
 A model's files (and a model past 2 GiB has two: the .onnx and its external data) go into an
 entry and back into the work folder as hard links where the filesystem allows, copies where it
-does not; each is checked against its sha256 before it is handed back.
+does not; each is checked against its sha256 before it is handed back. So are the files of a
+failing model's repro folder (entry.json's `repro_files`: name -> sha256), handed back as
+`<name>.repro/` beside the model, so a cached failure's comment and folder say what a fresh
+run's would. An entry written before the cache kept them has no `repro_files`: its result says
+its folder was not kept.
 """
 
 from __future__ import annotations
@@ -39,11 +45,14 @@ from typing import Any
 from onnx_parity.findings import CATALOGUE
 from onnx_parity.model_files import link_or_copy
 from onnx_parity.pipeline.cache.reads import file_sha256
-from onnx_parity.results import ModelResult, Provenance, StoredFile, VariantResult
+from onnx_parity.results import ModelResult, Provenance, Repro, StoredFile, VariantResult
 
 FORMAT = "v1"
 TOOL = "onnx-parity"
 MODEL_FILE = "model.onnx"
+REPRO_FOLDER = "repro"
+NOT_KEPT = ("the result came from a cache entry written before the cache kept repro folders "
+            "(run with --no-cache to make it again)")
 # The Cache Directory Tagging spec's file: backup tools skip the folder, and so does a worker's
 # watch for the files a model opens (watch.py), when the cache lies inside the repository.
 CACHEDIR_TAG = ("Signature: 8a477f597d28d172789f06886806bc55\n"
@@ -117,6 +126,8 @@ class ModelCache:
         return dataclasses.replace(
             result, log=str(entry["log"]), files_read=dict(entry["files_read"]),
             onnx_path=str(onnx_path) if onnx_path else None, variants=variants,
+            repro=_repro_back(result.repro, entry.get("repro_files"), folder,
+                              workdir / f"{result.name}.repro"),
             cached_from=Provenance(**entry["provenance"]))
 
     # ------------------------------------------------------------------------- store
@@ -150,6 +161,7 @@ class ModelCache:
         entry = {"tool": TOOL, "format": FORMAT, "model": result.name, "key": key,
                  "seconds": seconds, "provenance": dataclasses.asdict(self.provenance),
                  "files_read": result.files_read, "log": result.log,
+                 "repro_files": _keep_repro(result.repro, staging / REPRO_FOLDER),
                  "result": self.codec.to_json(result)}
         (staging / "entry.json").write_text(json.dumps(entry, indent=1, allow_nan=False),
                                             encoding="utf-8")
@@ -182,6 +194,45 @@ def _variant_back(variant: VariantResult, folder: Path, stem: Path) -> VariantRe
     path = _linked_back(folder, _variant_files(variant), _variant_file(variant),
                         stem.with_name(f"{stem.name}.{variant.name}.onnx"))
     return dataclasses.replace(variant, onnx_path=str(path))
+
+
+def _keep_repro(repro: Repro | None, stored: Path) -> dict[str, str]:
+    """The repro folder's files linked into the entry, name -> sha256 (none: no folder, or one
+    that holds no files because they did not fit)."""
+    made = Path(repro.folder) if repro is not None and repro.folder else None
+    if made is None or not made.is_dir():
+        return {}
+    kept = {}
+    for path in sorted(made.iterdir()):
+        if path.is_file():
+            stored.mkdir(exist_ok=True)
+            link_or_copy(path, stored / path.name)
+            digest = file_sha256(stored / path.name)
+            if digest is None:
+                raise OSError(f"cannot read {stored / path.name}")
+            kept[path.name] = digest
+    return kept
+
+
+def _repro_back(repro: Repro | None, files: Json, folder: Path, destination: Path) -> Repro | None:
+    """The repro folder's files linked back into the work folder once each matches its sha256;
+    an entry from before the cache kept them says so in the folder's REPORT.md."""
+    if repro is None:
+        return None
+    if not isinstance(files, dict):
+        return repro if repro.omitted else dataclasses.replace(repro, omitted=NOT_KEPT)
+    checked = []
+    for name, digest in sorted(files.items()):
+        kept = folder / REPRO_FOLDER / Path(str(name)).name
+        if file_sha256(kept) != digest:
+            raise CorruptEntry(f"{REPRO_FOLDER}/{kept.name} is missing or does not match "
+                               "its sha256")
+        checked.append(kept)
+    shutil.rmtree(destination, ignore_errors=True)
+    destination.mkdir(parents=True)
+    for kept in checked:
+        link_or_copy(kept, destination / kept.name)
+    return dataclasses.replace(repro, folder=str(destination))
 
 
 def _model_files(result: ModelResult) -> tuple[StoredFile, ...]:
