@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import gc
 import resource
 import sys
 import time
@@ -171,6 +172,19 @@ def run_model(job: ModelJob, workdir: Path, progress: Progress) -> ModelResult:
 
 
 def _stages(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
+    fp32 = _checked(job, workdir, ledger, timer)
+    if fp32 is not None and job.spec.variants:
+        # The check's frame is gone, and with it PyTorch's module and dynamo's program (whose
+        # graphs hold reference cycles): their weights leave memory before the converters load
+        # the model's, which for a model past 2 GiB would otherwise sit beside them.
+        gc.collect()
+        with timer.step("variants"):
+            _variants(fp32, job, workdir, ledger)
+
+
+def _checked(job: ModelJob, workdir: Path, ledger: Ledger,
+             timer: Timer) -> VerifiedModel | None:
+    """The fp32 check, into the ledger; what the variants need of it, never PyTorch's module."""
     spec, repo = job.spec, job.repo
     with timer.step("load samples"):
         samples = _load(spec, repo, ledger)
@@ -183,7 +197,7 @@ def _stages(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
         if outcome.frozen:
             ledger.findings += frozen.before_export(spec, bound, outcome.frozen.evidence,
                                                     outcome.frozen.place)
-        return
+        return None
     _record_model(outcome.model, ledger)
     built = Built(loaded, bound, samples, outcome)
     with timer.step("verify"):
@@ -196,20 +210,18 @@ def _stages(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
     ledger.comparisons += verified.comparisons
     ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
     ledger.lengths = verified.lengths
-    if spec.variants:
-        with timer.step("variants"):
-            _variants(outcome.model, verified, job, workdir, ledger)
+    # Only the cuts PyTorch ran: a failed one's error keeps its traceback's frames alive.
+    ran = [run for run in verified.runs if run.reference is not None]
+    return VerifiedModel(outcome.model, ran, verified.bound)
 
 
-def _variants(model: ModelFile, verified: Verified, job: ModelJob, workdir: Path,
-              ledger: Ledger) -> None:
+def _variants(fp32: VerifiedModel, job: ModelJob, workdir: Path, ledger: Ledger) -> None:
     """Deployment variants, built only from an fp32 model that passed."""
     spec = job.spec
     if any(finding.severity == Severity.ERROR for finding in ledger.findings):
-        checked = skipped_variants(spec, model.size_bytes, SKIPPED)
+        checked = skipped_variants(spec, fp32.model.size_bytes, SKIPPED)
     else:
         folder = workdir / f"{spec.name}.variants"
-        fp32 = VerifiedModel(model, verified.runs, verified.bound)
         checked = check_variants(fp32, spec, job.repo, folder, job.threads)
     ledger.variants += checked.results
     ledger.findings += checked.findings

@@ -57,8 +57,34 @@ def build_variant(kind: str, fp32: ModelFile, target: Path, calibration: Sequenc
 def _dynamic(fp32: Path, target: Path, external: bool) -> None:
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
-    quantize_dynamic(str(fp32), str(target), weight_type=QuantType.QInt8,
-                     use_external_data_format=external)
+    source = _gemms_as_matmuls(fp32, target) if external else fp32
+    try:
+        quantize_dynamic(str(source), str(target), weight_type=QuantType.QInt8,
+                         use_external_data_format=external)
+    finally:
+        if source != fp32:
+            remove_model(source)
+
+
+def _gemms_as_matmuls(fp32: Path, target: Path) -> Path:
+    """The model with its Gemms already rewritten as MatMuls by the quantizer's own rewrite,
+    the weights they no longer read dropped, saved beside the variant with external data.
+
+    quantize_dynamic makes that rewrite itself inside its copy of the model, where each
+    transposed weight is added beside the original one, and then copies and reloads the model
+    with both: past 2 GiB that is about six times the weights in memory at once, against about
+    three from the rewritten file. The variant it builds is the same."""
+    import onnx
+    from onnxruntime.quantization.onnx_model import ONNXModel
+
+    model = ONNXModel(onnx.load(str(fp32)))
+    model.replace_gemm_with_matmul()
+    model.clean_initializers()  # as quantize_model does at its end
+    source = target.with_name(f".{target.stem}.matmul.onnx")
+    remove_model(source)
+    onnx.save(model.model, str(source), save_as_external_data=True,
+              all_tensors_to_one_file=True, location=data_file(source).name)
+    return source
 
 
 def _static(fp32: Path, target: Path, calibration: Sequence[Feed], method: str,
