@@ -11,6 +11,10 @@ class FakeQuant(nn.Module):
     rewrites it as `x / scale`, which rounds once, so an input on a half step can round to the
     other side: a whole step of difference, which PyTorch and the unoptimized graph never show."""
 
+    # A buffer holding 1: `one / scale` exports as Div(1, scale), what DivMulFusion matches
+    # (torch.reciprocal exports as Reciprocal, ones_like adds an Expand: neither fuses).
+    one: torch.Tensor
+
     def __init__(self) -> None:
         super().__init__()
         self.register_buffer("one", torch.tensor(1.0))
