@@ -136,10 +136,11 @@ def test_the_merged_report_is_the_single_runs_apart_from_the_footer(shards) -> N
 
 
 def untimed(model: dict) -> dict:
-    """A model of report.json without its wall times (the only figures that vary)."""
+    """A model of report.json without its wall times and its worker's peak memory (the only
+    figures that vary from run to run)."""
     attempts = [{k: v for k, v in a.items() if k != "seconds"} for a in model["attempts"]]
-    return {**{k: v for k, v in model.items() if k not in ("steps", "seconds")},
-            "attempts": attempts}
+    varying = ("steps", "seconds", "max_rss_bytes")
+    return {**{k: v for k, v in model.items() if k not in varying}, "attempts": attempts}
 
 
 @pytest.mark.slow
