@@ -21,7 +21,7 @@ import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TypeGuard
+from typing import Literal, TypeGuard, cast
 
 from onnx_parity.locations import repo_relative, scrub_paths
 
@@ -245,7 +245,8 @@ def _named(tree: ast.expr, dimension_of: Mapping[str, str]) -> ast.expr:
             return ast.Name(f"{axis[0]}.shape[{axis[1]}]" if axis else ast.unparse(node),
                             ast.Load())
 
-    return Rename().visit(ast.parse(ast.unparse(tree), mode="eval").body)  # type: ignore[no-any-return]  # NodeTransformer.visit returns Any
+    renamed = Rename().visit(ast.parse(ast.unparse(tree), mode="eval").body)
+    return cast(ast.expr, renamed)  # NodeTransformer.visit is typed as returning Any
 
 
 def _place(frame: tuple[str, int] | None, repo: Path) -> tuple[str | None, int | None,
