@@ -241,6 +241,8 @@ class ModelResult:
     axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     # the same by dimension name (axes that share a name are one dimension)
     dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    # dimension name -> the axes whose length follows it: `attention_mask axis 1 = past + 1`
+    linked_axes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     # dimension name -> the lengths run and those skipped, with why
     lengths: dict[str, DimensionLengths] = field(default_factory=dict)
     divergence: Divergence | None = None

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeGuard, cast
 
+from onnx_parity.export.linked_guards import in_root_terms
 from onnx_parity.locations import repo_relative, scrub_paths
 
 Kind = Literal["multiple", "remainder", "at-least", "at-most", "excluded", "expression"]
@@ -107,7 +108,8 @@ def read_guard(recorded: RecordedGuard, sizes: Mapping[str, int], names: Mapping
                repo: Path) -> list[ShapeAssumption]:
     """The guard's assumption about each dimension it constrains (none when it holds at every
     length in the window, the other dimensions at their export sizes)."""
-    tree = ast.parse(recorded.text, mode="eval").body
+    tree = in_root_terms(ast.parse(recorded.text, mode="eval").body, names)
+    expression = ast.unparse(tree)
     found = sources(tree)
     dimension_of = {source: names[axis] for source, axis in found.items()
                     if axis is not None and axis in names}
@@ -127,7 +129,7 @@ def read_guard(recorded: RecordedGuard, sizes: Mapping[str, int], names: Mapping
         file, line, origin = _place(recorded.frame, repo)
         read.append(ShapeAssumption(
             dimension, kind, f"{dimension} must {condition or f'satisfy `{named}`'}", named,
-            recorded.text, mine, fixed, file, line, origin))
+            expression, mine, fixed, file, line, origin))
     return read
 
 

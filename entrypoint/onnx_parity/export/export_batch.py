@@ -22,13 +22,14 @@ class HardCodedBatch:
     place: Location = NOWHERE  # the user's line PyTorch's traceback names
 
 
-def declares_dynamic_batch(spec: ModelSpec, bound: BoundInputs) -> bool:
-    return any(0 in spec.dynamic_axes.get(name, {}) for name in bound.names)
+def declares_dynamic_batch(bound: BoundInputs) -> bool:
+    """Some input's batch axis (its `batch-axis`, 0 by default) is declared in `dynamic-axes`."""
+    return bound.contract.declares_dynamic_batch(bound.names)
 
 
 def first_batch(spec: ModelSpec, bound: BoundInputs) -> int:
     """The batch PyTorch must run before anything is exported."""
-    return 1 if declares_dynamic_batch(spec, bound) else min(spec.batch_sizes)
+    return 1 if declares_dynamic_batch(bound) else min(spec.batch_sizes)
 
 
 def choose_export_batch(module: Any, bound: BoundInputs, spec: ModelSpec,
@@ -40,7 +41,7 @@ def choose_export_batch(module: Any, bound: BoundInputs, spec: ModelSpec,
     """
     first = first_batch(spec, bound)
     _reference(module, bound, first)
-    if not declares_dynamic_batch(spec, bound):
+    if not declares_dynamic_batch(bound):
         return first, None
     try:
         _reference(module, bound, DYNAMIC_EXPORT_BATCH)
@@ -57,7 +58,7 @@ def choose_export_batch(module: Any, bound: BoundInputs, spec: ModelSpec,
 
 
 def _reference(module: Any, bound: BoundInputs, size: int) -> None:
-    feed = batch_arrays(bound.arrays, bound.names, 0, size)
+    feed = batch_arrays(bound, 0, size)
     try:
         run_reference(module, as_call(feed, bound))
     except ReferenceFailure as error:

@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from onnx_parity.export.assumptions import RecordedGuard
+from onnx_parity.settings import parse_dimension
 
 
 def capture_program(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
@@ -71,13 +72,38 @@ def _export(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any], dims: An
 
 
 def _as_dims(shapes: Any) -> Any:
-    """The configured names as `Dim.DYNAMIC` (torch.onnx renames the axes afterwards)."""
+    """The configured names as `Dim.DYNAMIC` (torch.onnx renames the axes afterwards), except
+    a dimension others derive from and those derived: one named `Dim` and expressions of it
+    (`past + 1`), which torch.export keeps linked."""
     import torch
 
     if not isinstance(shapes, dict):
         return shapes
-    return {key: ({axis: torch.export.Dim.DYNAMIC for axis in axes} if axes else None)
+    linked = _linked_dims([label for axes in shapes.values() if axes for label in axes.values()])
+    return {key: ({axis: linked.get(label, torch.export.Dim.DYNAMIC)
+                   for axis, label in axes.items()} if axes else None)
             for key, axes in shapes.items()}
+
+
+def _linked_dims(labels: list[str]) -> dict[str, Any]:
+    """label -> torch.export `Dim` for every root of an expression and every expression; a root
+    may be as short as its expressions allow (0 for `past + 1`: an empty cache)."""
+    import torch
+
+    parsed = {label: linear for label in labels if (linear := parse_dimension(label))}
+    smallest: dict[str, int] = {}
+    for linear in parsed.values():
+        smallest[linear.root] = max(smallest.get(linear.root, 0), linear.smallest_root())
+    roots = {root: torch.export.Dim(_identifier(root), min=low) for root, low in smallest.items()}
+    derived = {label: linear.scale * roots[linear.root] + linear.offset
+               for label, linear in parsed.items()}
+    return {**roots, **derived}
+
+
+def _identifier(label: str) -> str:
+    """A dimension name as torch.export names a `Dim` (a Python identifier)."""
+    name = "".join(char if char.isalnum() else "_" for char in label)
+    return name if name.isidentifier() else f"d_{name}"
 
 
 @contextlib.contextmanager

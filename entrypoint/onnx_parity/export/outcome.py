@@ -85,8 +85,7 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
 
 def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,
              batch: int) -> ExportRequest:
-    feed = _export_feed(module, bound, spec, batch_arrays(bound.arrays, bound.names, start,
-                                                          batch))
+    feed = _export_feed(module, bound, spec, batch_arrays(bound, start, batch))
     args, kwargs = as_call(feed, bound)
     return ExportRequest(
         module=module, args=args, input_names=bound.names, output_names=spec.outputs,

@@ -10,6 +10,7 @@ note). Given parameters after a gap (a parameter left to its default) go by keyw
 
 from __future__ import annotations
 
+import dataclasses
 import inspect
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.findings import Finding
+from onnx_parity.models.contract import CallContract, contract_for
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.settings import ModelSpec
 
@@ -36,6 +38,8 @@ class BoundInputs:
     # forward's scalar defaults of parameters the configuration leaves out: the TorchScript
     # exporter can turn one into a graph input (GPT-2's `logits_to_keep=0`), fed its default.
     defaults: dict[str, int | float | bool] = field(default_factory=dict)
+    # where each deployed tensor holds its batch, and what its declared axes carry
+    contract: CallContract = field(default_factory=CallContract)
 
     @property
     def sample_count(self) -> int:
@@ -58,6 +62,7 @@ def bind_inputs(module: Any, spec: ModelSpec, named: dict[str, np.ndarray],
         bound = _bind_zoo(parameters, positional, spec)
     else:
         bound = _bind_given(parameters, named, spec)
+    bound = dataclasses.replace(bound, contract=contract_for(spec))
     _check_axes(spec, bound)
     return bound
 
@@ -175,18 +180,31 @@ def _bind_zoo(parameters: list[inspect.Parameter], arrays: tuple[np.ndarray, ...
 
 
 def _check_axes(spec: ModelSpec, bound: BoundInputs) -> None:
-    for name, axes in spec.dynamic_axes.items():
-        array = bound.arrays.get(name)
-        if array is None:
-            continue
-        beyond = [axis for axis in axes if axis >= array.ndim]
+    """Every declared axis (and batch axis) exists in the deployed tensor the samples give."""
+    contract = bound.contract
+    for name, array in bound.arrays.items():
+        rank = contract.deployed_rank(name, array.ndim)
+        batch = contract.batch_axis(name)
+        axes = [*spec.dynamic_axes.get(name, {}), *([batch] if batch is not None else [])]
+        beyond = [axis for axis in axes if axis >= rank]
         if beyond:
             raise LoadError(
-                f"model \"{spec.name}\": `dynamic-axes` declares axis {beyond[0]} of input "
-                f"\"{name}\", but its samples have rank {array.ndim} (shape {list(array.shape)}, "
-                f"axis 0 = samples).",
-                fix=f"Number axes from 0 up to {array.ndim - 1}.",
+                f"model \"{spec.name}\": {_declared_by(spec, name, beyond[0])} axis {beyond[0]} "
+                f"of input \"{name}\", but its deployed tensor has rank {rank} (samples "
+                f"{list(array.shape)}: axis 0 = samples{_batch_note(batch)}).",
+                fix=f"Number the deployed tensor's axes from 0 up to {rank - 1}.",
             )
+
+
+def _declared_by(spec: ModelSpec, name: str, axis: int) -> str:
+    key = "`dynamic-axes`" if axis in spec.dynamic_axes.get(name, {}) else "`batch-axis`"
+    return f"{key} declares"
+
+
+def _batch_note(batch: int | None) -> str:
+    if batch is None:
+        return ', the rest one deployed value (batch-axis "none")'
+    return "" if batch == 0 else f", stacked at the deployed axis {batch}"
 
 
 def type_name(spec: ModelSpec) -> str:

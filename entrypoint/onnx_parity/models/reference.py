@@ -9,7 +9,6 @@ import numpy as np
 
 from onnx_parity.errors import ModelProblem
 from onnx_parity.locations import shorten
-from onnx_parity.models.batches import cut_batch
 from onnx_parity.models.binding import BoundInputs
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]  # forward's positional and keyword arguments
@@ -27,9 +26,10 @@ class ReferenceFailure(ModelProblem):
         self.batch_size: int | None = None  # the batch it failed at, once a caller knows it
 
 
-def batch_arrays(arrays: dict[str, np.ndarray], names: tuple[str, ...], start: int,
-                 size: int) -> dict[str, np.ndarray]:
-    return {name: np.ascontiguousarray(cut_batch(arrays[name], start, size)) for name in names}
+def batch_arrays(bound: BoundInputs, start: int, size: int) -> dict[str, np.ndarray]:
+    """The feed of one batch, each input in its deployed layout (the call contract's)."""
+    return {name: bound.contract.cut(name, bound.arrays[name], start, size)
+            for name in bound.names}
 
 
 def as_tensors(feed: dict[str, np.ndarray], names: tuple[str, ...]) -> tuple[Any, ...]:

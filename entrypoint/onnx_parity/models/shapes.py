@@ -14,19 +14,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from onnx_parity.models.binding import BoundInputs
-from onnx_parity.settings import ModelSpec
-
-BATCH_AXIS = 0
+from onnx_parity.models.load_errors import LoadError
+from onnx_parity.settings import Linear, ModelSpec, parse_dimension
 
 
 @dataclass(frozen=True)
 class Dimension:
-    """One declared dynamic dimension other than the batch, with every axis that carries it."""
+    """One declared dynamic dimension other than the batch, with every axis that carries it:
+    by its name, or as a length derived from it (`attention_mask` axis 1 = `past + 1`)."""
 
     name: str
     members: tuple[tuple[str, int], ...]  # (input, axis), in configuration order
     committed: int  # its length in the committed samples
     sizes: tuple[int, ...]  # the sizes asked for, the committed one first
+    # (input, axis, expression): axes whose length follows this dimension's
+    derived: tuple[tuple[str, int, Linear], ...] = ()
 
     @property
     def extra(self) -> tuple[int, ...]:
@@ -36,18 +38,33 @@ class Dimension:
     def subject(self) -> str:
         """How a finding names it: `"ids" axis 1 and "mask" axis 1 ("sequence")`."""
         axes = " and ".join(f'"{name}" axis {axis}' for name, axis in self.members)
-        return f'{axes} ("{self.name}")'
+        linked = "".join(f', "{name}" axis {axis} = {linear}'
+                         for name, axis, linear in self.derived)
+        return f'{axes} ("{self.name}"{linked})'
 
     def axis_sizes(self, ran: tuple[int, ...]) -> dict[str, dict[int, tuple[int, ...]]]:
-        return {name: {axis: ran} for name, axis in self.members}
+        sizes = {name: {axis: ran} for name, axis in self.members}
+        for name, axis, linear in self.derived:
+            sizes.setdefault(name, {})[axis] = tuple(linear.length(size) for size in ran)
+        return sizes
+
+    def linked(self, spec_axes: dict[str, dict[int, str]]) -> tuple[str, ...]:
+        """Every axis, of an input or an output, whose length follows this dimension:
+        `attention_mask axis 1 = past + 1`."""
+        return tuple(f"{name} axis {axis} = {linear}" for name, axes in spec_axes.items()
+                     for axis, label in sorted(axes.items())
+                     if (linear := parse_dimension(label)) and linear.root == self.name)
 
 
-def default_sizes(committed: int) -> tuple[int, ...]:
+def default_sizes(committed: int, smallest: int = 2) -> tuple[int, ...]:
     """The committed size L, `max(2, L // 2)`, an odd size near 3L/4 and one near 5L/4: distinct,
     never 1 (a size torch.export specialises). Halving a power of two keeps every divisibility
     that windowing, padding and striding code depends on; an odd size keeps none of them, and a
-    longer one shows a table or a loop bounded by the export's length."""
-    sizes = [committed, max(2, committed // 2)]
+    longer one shows a table or a loop bounded by the export's length. A dimension that others
+    derive from runs no shorter than its committed length allows them (`smallest`)."""
+    if committed < 1:
+        return (committed,)  # nothing to repeat: an empty axis runs as committed
+    sizes = [committed, max(2, smallest, committed // 2)]
     odd = range(3, 2 * committed + 4, 2)
     sizes.append(min((n for n in odd if n not in sizes),
                      key=lambda n: (abs(n - committed * 3 / 4), -n)))
@@ -57,29 +74,80 @@ def default_sizes(committed: int) -> tuple[int, ...]:
 
 
 def dimensions(spec: ModelSpec, bound: BoundInputs) -> tuple[Dimension, ...]:
-    """Every declared non-batch axis of an input, grouped by dimension name."""
+    """Every declared non-batch axis of an input, grouped by dimension name; an axis derived
+    from a dimension joins that dimension."""
     members: dict[str, list[tuple[str, int]]] = {}
+    derived: dict[str, list[tuple[str, int, Linear]]] = {}
+    contract = bound.contract
     for name in bound.names:
+        rank = contract.deployed_rank(name, bound.arrays[name].ndim)
         for axis, label in sorted(spec.dynamic_axes.get(name, {}).items()):
-            if axis != BATCH_AXIS and axis < bound.arrays[name].ndim:
+            if axis == contract.batch_axis(name) or axis >= rank:
+                continue
+            linear = parse_dimension(label)
+            if linear is None:
                 members.setdefault(label, []).append((name, axis))
-    return tuple(_dimension(label, tuple(axes), spec, bound) for label, axes in members.items())
+            else:
+                derived.setdefault(linear.root, []).append((name, axis, linear))
+    _check_roots(spec, derived, members)
+    return tuple(_dimension(label, tuple(axes), tuple(derived.get(label, ())), spec, bound)
+                 for label, axes in members.items())
 
 
-def _dimension(label: str, members: tuple[tuple[str, int], ...], spec: ModelSpec,
+def _check_roots(spec: ModelSpec, derived: dict[str, list[tuple[str, int, Linear]]],
+                 members: dict[str, list[tuple[str, int]]]) -> None:
+    orphans = [(name, axis, linear) for root, axes in derived.items() if root not in members
+               for name, axis, linear in axes]
+    if orphans:
+        name, axis, linear = orphans[0]
+        raise LoadError(
+            f'model "{spec.name}": input "{name}" axis {axis} is declared "{linear}", but no '
+            f'input of the samples carries "{linear.root}" on a non-batch axis.',
+            fix=f'Declare "{linear.root}" on an axis of an input the samples give.')
+
+
+def _dimension(label: str, members: tuple[tuple[str, int], ...],
+               derived: tuple[tuple[str, int, Linear], ...], spec: ModelSpec,
                bound: BoundInputs) -> Dimension:
-    committed = min(int(bound.arrays[name].shape[axis]) for name, axis in members)
+    committed = min(_length(bound, name, axis) for name, axis in members)
+    for name, axis, linear in derived:
+        _check_derived(spec, bound, (name, axis, linear), committed)
     asked = [size for name, axis in members for size in spec.axis_sizes.get(name, {}).get(axis, ())]
-    sizes = tuple(dict.fromkeys((committed, *asked))) if asked else default_sizes(committed)
-    return Dimension(label, members, committed, sizes)
+    smallest = max((linear.smallest_root() for _, _, linear in derived), default=0)
+    sizes = (tuple(dict.fromkeys((committed, *asked))) if asked
+             else default_sizes(committed, smallest))
+    return Dimension(label, members, committed, sizes, derived)
+
+
+def _length(bound: BoundInputs, name: str, axis: int) -> int:
+    return int(bound.arrays[name].shape[bound.contract.sample_axis(name, axis)])
+
+
+def _check_derived(spec: ModelSpec, bound: BoundInputs, member: tuple[str, int, Linear],
+                   committed: int) -> None:
+    """Committed samples must agree with the expression: `past + 1` at past 4 is 5 long."""
+    name, axis, linear = member
+    found, expected = _length(bound, name, axis), linear.length(committed)
+    if found != expected:
+        raise LoadError(
+            f'model "{spec.name}": input "{name}" axis {axis} is declared "{linear}", so at '
+            f'{linear.root} {committed} (the committed samples) it must be {expected} long, but '
+            f"its samples hold {found}.",
+            fix=f'Commit samples whose "{name}" axis {axis} is {linear} long, or declare '
+                "the expression the model really follows.")
 
 
 def resize(feed: dict[str, np.ndarray], dimension: Dimension, size: int) -> dict[str, np.ndarray]:
-    """The feed with the dimension `size` long on every axis carrying it: the committed
-    elements repeated along the axis, wrapping around (cut when shorter, tiled when longer)."""
+    """The feed with the dimension `size` long on every axis carrying it, and each axis derived
+    from it as long as its expression says: the committed elements repeated along the axis,
+    wrapping around (cut when shorter, tiled when longer)."""
     sized = dict(feed)
-    for name, axis in dimension.members:
-        wrapped = np.arange(size) % sized[name].shape[axis]
+    lengths = [(name, axis, size) for name, axis in dimension.members]
+    lengths += [(name, axis, linear.length(size)) for name, axis, linear in dimension.derived]
+    for name, axis, length in lengths:
+        if sized[name].shape[axis] == 0:
+            continue  # an empty axis has nothing to repeat
+        wrapped = np.arange(length) % sized[name].shape[axis]
         sized[name] = np.ascontiguousarray(np.take(sized[name], wrapped, axis=axis))
     return sized
 
@@ -94,7 +162,6 @@ def widened_for_export(feed: dict[str, np.ndarray],
     dimension it sees at size 1, so a dynamic axis is never exported from 1."""
     wide = dict(feed)
     for dimension in dims:
-        for name, axis in dimension.members:
-            if wide[name].shape[axis] == 1:
-                wide[name] = np.ascontiguousarray(np.repeat(wide[name], 2, axis=axis))
+        if any(wide[name].shape[axis] == 1 for name, axis in dimension.members):
+            wide = resize(wide, dimension, 2)
     return wide

@@ -94,6 +94,7 @@ class Ledger:
     variants: list[VariantResult] = field(default_factory=list)
     axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    linked_axes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     lengths: dict[str, DimensionLengths] = field(default_factory=dict)
     divergence: Divergence | None = None
     repro: Repro | None = None
@@ -109,6 +110,7 @@ class Ledger:
             variants=tuple(self.variants),
             runtime_optimization=self.spec.runtime_optimization,
             axis_sizes=dict(self.axis_sizes), dimension_sizes=dict(self.dimension_sizes),
+            linked_axes=dict(self.linked_axes),
             lengths=dict(self.lengths),
             divergence=self.divergence, repro=self.repro,
         )
@@ -195,7 +197,7 @@ def _checked(job: ModelJob, workdir: Path, ledger: Ledger,
         _record_export(outcome, ledger)
     if outcome.model is None:
         if outcome.frozen:
-            ledger.findings += frozen.before_export(spec, bound, outcome.frozen.evidence,
+            ledger.findings += frozen.before_export(bound, outcome.frozen.evidence,
                                                     outcome.frozen.place)
         return None
     _record_model(outcome.model, ledger)
@@ -210,6 +212,7 @@ def _checked(job: ModelJob, workdir: Path, ledger: Ledger,
     ledger.comparisons += verified.comparisons
     ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
     ledger.lengths = verified.lengths
+    ledger.linked_axes = verified.linked_axes
     _drop_program_weights(outcome.program)
     # Only the cuts PyTorch ran: a failed one's error keeps its traceback's frames alive.
     ran = [run for run in verified.runs if run.reference is not None]

@@ -199,6 +199,8 @@ class ModelJson(TypedDict):
     runtime_optimization: str
     axis_sizes: dict[str, dict[str, list[int]]]  # input -> axis (as text) -> the sizes run
     dimension_sizes: dict[str, list[int]]
+    # dimension -> the axes derived from it, "attention_mask axis 1 = past + 1" (absent: older)
+    linked_axes: NotRequired[dict[str, list[str]]]
     lengths: dict[str, LengthsJson]  # dimension -> the lengths run and skipped
     tolerance_share: Figure
     variants: list[VariantJson]

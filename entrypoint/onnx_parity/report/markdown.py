@@ -83,9 +83,15 @@ def share_of_tolerance(share: float | None) -> str:
 def shapes(model: ModelResult) -> str:
     """What ran: `batch 1, 4 · sequence 8, 16`."""
     parts = ["batch " + ", ".join(str(size) for size in model.batch_sizes)]
-    parts += [f"{name} " + ", ".join(str(size) for size in sizes)
+    parts += [f"{name} " + ", ".join(str(size) for size in sizes) + _linked(model, name)
               for name, sizes in model.dimension_sizes.items()]
     return " · ".join(parts)
+
+
+def _linked(model: ModelResult, dimension: str) -> str:
+    """` (attention_mask axis 1 = past + 1)`: the axes whose length follows the dimension."""
+    axes = model.linked_axes.get(dimension, ())
+    return f" ({'; '.join(axes)})" if axes else ""
 
 
 def _below_table(run: RunResult) -> list[str]:

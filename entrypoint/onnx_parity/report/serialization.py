@@ -155,6 +155,7 @@ def _model_fields(model: ModelResult) -> ModelJson:
         "runtime_optimization": model.runtime_optimization,
         "axis_sizes": axis_sizes_to_json(model.axis_sizes),
         "dimension_sizes": {name: list(ran) for name, ran in model.dimension_sizes.items()},
+        "linked_axes": {name: list(axes) for name, axes in model.linked_axes.items()},
         "lengths": {name: lengths_to_json(lengths) for name, lengths in model.lengths.items()},
         "tolerance_share": number_to_json(model.tolerance_share),
         "variants": [variant_to_json(model, variant) for variant in model.variants],
@@ -285,6 +286,7 @@ def model_from_json(item: ModelJson) -> ModelResult:
         axis_sizes=axis_sizes_from_json(item.get("axis_sizes", {})),
         dimension_sizes={name: tuple(ran)
                          for name, ran in item.get("dimension_sizes", {}).items()},
+        linked_axes={name: tuple(axes) for name, axes in item.get("linked_axes", {}).items()},
         lengths={name: lengths_from_json(lengths)
                  for name, lengths in item.get("lengths", {}).items()},
         seconds=_number(item.get("seconds")),

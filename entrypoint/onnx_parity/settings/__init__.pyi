@@ -3,6 +3,7 @@
 
 from .config_entry import entry_header, model_entry
 from .config_file import CONFIG_NAME, PYPROJECT_NAME, PYPROJECT_TABLE
+from .dimension_names import Linear, parse_dimension
 from .init_request import FLOAT_DTYPES, InitError, InputRequest, NewModel, new_model, weights_option
 from .loading import load_settings
 from .schema import (
@@ -30,6 +31,7 @@ __all__ = [
     "ConfigError",
     "InitError",
     "InputRequest",
+    "Linear",
     "ModelSpec",
     "NewModel",
     "Settings",
@@ -40,6 +42,7 @@ __all__ = [
     "load_settings",
     "model_entry",
     "new_model",
+    "parse_dimension",
     "source_root",
     "weights_option",
 ]

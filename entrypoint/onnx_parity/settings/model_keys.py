@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from onnx_parity.settings.axis_keys import AXIS, check_roots, derived_axis, dimension_label
 from onnx_parity.settings.paths import bundle_path, sample_path, weights_path
 from onnx_parity.settings.values import (
     ConfigError,
@@ -26,7 +27,6 @@ from onnx_parity.settings.values import (
 ALLOW_WARNING_KEYS = ("match", "reason")
 # The name becomes `<name>.onnx` and an artifact name: keep it to characters safe everywhere.
 MODEL_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]{0,127}")
-AXIS = re.compile(r"[0-9]{1,3}")  # no tensor has 1000 dimensions
 
 
 @dataclass(frozen=True)
@@ -110,10 +110,12 @@ def dynamic_axes_value(value: object, context: KeyContext) -> dict[str, dict[int
     # otherwise be an output (or an input inside a bundle) we have not seen.
     known = (tuple(inputs) + tuple(outputs)
              if isinstance(inputs, dict) and isinstance(outputs, tuple) else None)
-    return {
+    declared = {
         _axis_owner(name, where, known): _axes(axes, place.at(dotted("dynamic-axes", name)))
         for name, axes in value.items()
     }
+    check_roots(declared, tuple(inputs) if isinstance(inputs, dict) else None, place)
+    return declared
 
 
 def _axis_owner(name: str, where: str, known: tuple[str, ...] | None) -> str:
@@ -137,7 +139,8 @@ def _axes(value: object, where: str) -> dict[int, str]:
             raise ConfigError(
                 f'{where}: axis "{shown(axis)}" is not an axis index (0, 1, 2, ...). Use {fix}.'
             )
-        axes[int(axis)] = non_empty(label, where, "a dimension name")
+        axes[int(axis)] = dimension_label(non_empty(label, where, "a dimension name"),
+                                          f"{where}.{axis}")
     return axes
 
 
@@ -176,15 +179,18 @@ AxisSizes = dict[str, dict[int, tuple[int, ...]]]
 
 
 def axis_sizes_value(value: object, context: KeyContext) -> AxisSizes:
-    """input -> axis -> sizes; every axis named must be a declared dynamic axis other than 0."""
+    """input -> axis -> sizes; every axis named must be a declared dynamic axis other than the
+    input's batch axis, and a root dimension rather than one derived from another."""
     place, where = context.place, context.where
     declared = context.read.get("dynamic-axes", {})
     dynamic_axes: dict[str, dict[int, str]] = declared if isinstance(declared, dict) else {}
     if not isinstance(value, dict):
         raise wrong_type(where, value, "a table, e.g. axis-sizes = { input_ids = { 1 = [8, 16] } }")
+    batch_axes = context.read.get("batch-axis", {})
     return {
         _sized_input(name, where, dynamic_axes):
-            _axis_sizes(axes, place, name, dynamic_axes[name])
+            _axis_sizes(axes, place, name, dynamic_axes[name],
+                        batch_axes.get(name, 0) if isinstance(batch_axes, dict) else 0)
         for name, axes in value.items()
     }
 
@@ -201,8 +207,8 @@ def _sized_input(name: str, where: str, dynamic_axes: dict[str, dict[int, str]])
     )
 
 
-def _axis_sizes(value: object, place: Place, name: str,
-                declared: dict[int, str]) -> dict[int, tuple[int, ...]]:
+def _axis_sizes(value: object, place: Place, name: str, declared: dict[int, str],
+                batch_axis: int | None) -> dict[int, tuple[int, ...]]:
     key = dotted("axis-sizes", name)
     where = place.at(key)
     fix = "a table of axis index -> list of sizes, e.g. { 1 = [8, 16] }"
@@ -215,11 +221,12 @@ def _axis_sizes(value: object, place: Place, name: str,
                 f'{where}: axis "{shown(axis)}" is not an axis index (1, 2, ...). Use {fix}.'
             )
         index = int(axis)
-        if index == 0:
+        if index == batch_axis:
             raise ConfigError(
-                f"{where}: axis 0 is the batch axis, which `batch-sizes` sets. Name another "
-                "axis here, or set batch-sizes = [...]."
+                f"{where}: axis {index} is the batch axis of \"{shown(name)}\", which "
+                "`batch-sizes` sets. Name another axis here, or set batch-sizes = [...]."
             )
+        derived_axis(declared.get(index), where, index)
         if index not in declared:
             raise ConfigError(
                 f'{where}: axis {index} of "{shown(name)}" is not declared in `dynamic-axes` '

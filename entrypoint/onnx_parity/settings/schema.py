@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NotRequired, TypedDict, TypeVar, Unpack
 
+from onnx_parity.settings.axis_keys import batch_axis_value
 from onnx_parity.settings.checks import (
     CALIBRATIONS,
     DEFAULT_ATOL,
@@ -193,7 +194,23 @@ class ModelSpec:
         example='dynamic-axes = { input = { 0 = "batch" }, logits = { 0 = "batch" } }',
         doc="Axes of inputs and outputs that must stay variable in the exported model; axis "
             "keys are indices 0-999. The names are checked against `inputs` and `outputs` when "
-            "both are declared by name. Axes that share a dimension name vary together.")
+            "both are declared by name. Axes that share a dimension name vary together. A "
+            "dimension may be a linear expression of one other, written with spaced operators "
+            '(`"past + 1"`, `"total - 1"`, `"2 * frames"`, `"2 * frames + 1"`): it is exported '
+            "derived from that root (which an input must declare by name), swept with it at the "
+            "length the expression gives, and samples must agree with it.")
+    # name -> the axis of the deployed tensor that holds the batch (None: it has none).
+    batch_axis: dict[str, int | None] = setting(
+        "batch-axis", kind='table of input or output name -> axis index or `"none"`',
+        check=batch_axis_value, default={}, shown="axis 0 of every input and output",
+        model_only=True, example='batch-axis = { orig_im_size = "none", x = 1 }',
+        doc="The axis of each deployed tensor that holds the batch, or `\"none\"` for one the "
+            "deployed graph takes without a batch (one value for the whole batch). Axis "
+            "indices everywhere (`dynamic-axes`, `axis-sizes`, findings) are the deployed "
+            "tensor's. Sample files keep axis 0 as the samples axis for every input: a "
+            "`\"none\"` input's file holds one value of the deployed shape per sample and each "
+            "batch is fed its first sample's; an input whose batch axis is not 0 gets the "
+            "batch stacked there.")
     allow_warnings: tuple[AllowWarning, ...] = setting(
         "allow-warnings", kind="array of tables `[[model.allow-warnings]]`",
         check=allow_warnings_value, default=(), shown="none", model_only=True,
@@ -306,7 +323,8 @@ class ModelSpec:
         doc="The lengths a declared dynamic axis other than the batch runs at (after the "
             "committed one), built by repeating the committed samples along the axis, at the "
             "smallest and the largest batch size. Every axis named must be declared in "
-            "`dynamic-axes`; axis 0 is `batch-sizes`' job.")
+            "`dynamic-axes` with a dimension name (an axis derived from it follows its "
+            "lengths); the batch axis (`batch-axis`, axis 0 by default) is `batch-sizes`' job.")
 
 
 def declared_keys() -> tuple[Key, ...]:

@@ -180,10 +180,14 @@ def _cases(session: Session, bound: BoundInputs, spec: ModelSpec,
 
 def _calibration_feeds(session: Session, bound: BoundInputs) -> list[Feed]:
     """Every committed sample, one at a time (or in the model's static batch when it has one)."""
-    static = session.handle.get_inputs()[0].shape[0]
-    size = static if isinstance(static, int) and static > 0 else 1
+    size = 1
+    first = session.handle.get_inputs()[0]
+    axis = bound.contract.batch_axis(bound.names[0]) if bound.names else 0
+    if axis is not None and axis < len(first.shape):
+        static = first.shape[axis]
+        size = static if isinstance(static, int) and static > 0 else 1
     return [ort_feed(session.input_names, bound,
-                     batch_arrays(bound.arrays, bound.names, start, size))
+                     batch_arrays(bound, start, size))
             for start in range(0, bound.sample_count, size)]
 
 

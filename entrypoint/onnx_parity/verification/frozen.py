@@ -48,6 +48,8 @@ class FrozenEvidence:
     # Who a failure at another batch size is about when the graph showed nothing static.
     batch: str = BATCH_SUBJECT
     batch_declared: bool = False
+    # How the inputs' batch axes begin a subject (`"x" axis 1`): each input's `batch-axis`.
+    batch_axes: tuple[str, ...] = ()
 
     def add(self, subject: str, line: str, *, declared: bool = False,
             place: Location = NOWHERE, size: int | None = None) -> None:
@@ -60,7 +62,8 @@ class FrozenEvidence:
 
     def add_run(self, line: str, place: Location = NOWHERE, size: int | None = None) -> None:
         """A failure at another batch size belongs to the frozen batch axis, if one is known."""
-        subject = next((s for s in self.lines if s.endswith("axis 0") or " axis 0 (" in s),
+        subject = next((s for s in self.lines
+                        if any(s == axis or s.startswith(f"{axis} (") for axis in self.batch_axes)),
                        None)
         if subject is None:
             self.add(self.batch, line, declared=self.batch_declared, place=place, size=size)
@@ -103,19 +106,24 @@ class FrozenEvidence:
                        details={"subject": subject, **self.details.get(subject, {}), **listed})
 
 
-def for_model(spec: ModelSpec, bound: BoundInputs) -> FrozenEvidence:
-    """Evidence for this model: a failure at another batch size names its declared batch axis."""
+def for_model(bound: BoundInputs) -> FrozenEvidence:
+    """Evidence for this model: a failure at another batch size names its declared batch axis
+    (each input's `batch-axis`)."""
+    contract = bound.contract
+    axes = tuple(f'"{name}" axis {axis}' for name in bound.names
+                 if (axis := contract.batch_axis(name)) is not None)
     for name in bound.names:
-        label = spec.dynamic_axes.get(name, {}).get(0)
+        label = contract.batch_label(name)
         if label is not None:
-            return FrozenEvidence(batch=f'"{name}" axis 0 ("{label}")', batch_declared=True)
-    return FrozenEvidence()
+            return FrozenEvidence(batch=f'"{name}" axis {contract.batch_axis(name)} ("{label}")',
+                                  batch_declared=True, batch_axes=axes)
+    return FrozenEvidence(batch_axes=axes)
 
 
-def before_export(spec: ModelSpec, bound: BoundInputs, evidence: str,
+def before_export(bound: BoundInputs, evidence: str,
                   place: Location = NOWHERE) -> list[Finding]:
     """The model could not be exported, and PyTorch already showed the batch is hard-coded."""
-    frozen = for_model(spec, bound)
+    frozen = for_model(bound)
     frozen.add_run(evidence, place)
     return frozen.findings()
 
@@ -146,17 +154,24 @@ def declared_axes(facts: ModelFacts, spec: ModelSpec, bound: BoundInputs,
                            declared=True)
     if len(spec.batch_sizes) > 1:
         for name in bound.names:
-            dims = facts.inputs.get(name)
-            declared = 0 in spec.dynamic_axes.get(name, {})
-            if dims and not declared and not is_symbolic(dims[0]):
-                subject = f'"{name}" axis 0'
-                frozen.add(subject, f"static at {dims[0]} (shape {_shape(dims)}) while "
-                           f"batch-sizes {list(spec.batch_sizes)} asks for several batch sizes")
-                frozen.fixes[subject] = (
-                    f'Declare it in `dynamic-axes` (`{name} = {{ 0 = "batch" }}`) and remove '
-                    "hard-coded sizes from forward (e.g. `x.view(1, -1)` -> `x.flatten(1)` or "
-                    "`x.view(x.shape[0], -1)`).")
+            _static_batch(facts, spec, bound, name, frozen)
     return findings
+
+
+def _static_batch(facts: ModelFacts, spec: ModelSpec, bound: BoundInputs, name: str,
+                  frozen: FrozenEvidence) -> None:
+    """An input whose undeclared batch axis the graph fixes, while several batch sizes run."""
+    dims, axis = facts.inputs.get(name), bound.contract.batch_axis(name)
+    if not dims or axis is None or axis >= len(dims) or bound.contract.batch_label(name):
+        return
+    if not is_symbolic(dims[axis]):
+        subject = f'"{name}" axis {axis}'
+        frozen.add(subject, f"static at {dims[axis]} (shape {_shape(dims)}) while "
+                   f"batch-sizes {list(spec.batch_sizes)} asks for several batch sizes")
+        frozen.fixes[subject] = (
+            f'Declare it in `dynamic-axes` (`{name} = {{ {axis} = "batch" }}`) and remove '
+            "hard-coded sizes from forward (e.g. `x.view(1, -1)` -> `x.flatten(1)` or "
+            "`x.view(x.shape[0], -1)`).")
 
 
 def _shape(dims: tuple[int | str | None, ...]) -> str:

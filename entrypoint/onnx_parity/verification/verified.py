@@ -84,6 +84,7 @@ class Verified:
     failed: list[CutRun] = field(default_factory=list)  # failing cuts at the committed shapes
     axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     dimension_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    linked_axes: dict[str, tuple[str, ...]] = field(default_factory=dict)
     lengths: dict[str, DimensionLengths] = field(default_factory=dict)
     # Every cut both runtimes ran, at every shape: what deployment variants are checked on.
     runs: list[CutRun] = field(default_factory=list)
@@ -111,7 +112,7 @@ class Runner:
         return [cut.start for cut in plan]
 
     def feed(self, start: int, size: int) -> dict[str, Any]:
-        return batch_arrays(self.bound.arrays, self.bound.names, start, size)
+        return batch_arrays(self.bound, start, size)
 
 
 def verify_model(torch_side: TorchSide, exported: Exported, spec: ModelSpec, repo: Path,
@@ -119,7 +120,7 @@ def verify_model(torch_side: TorchSide, exported: Exported, spec: ModelSpec, rep
     """`threads`: onnxruntime's intra- and inter-op threads (0: its default, one per core)."""
     module, bound = torch_side.module, torch_side.bound
     verified = Verified(repo=repo, bound=bound)
-    evidence = frozen.for_model(spec, bound)
+    evidence = frozen.for_model(bound)
     verified.findings += frozen.declared_axes(exported.facts, spec, bound, evidence)
     if exported.frozen:
         evidence.add_run(exported.frozen.evidence, exported.frozen.place)
@@ -204,6 +205,8 @@ def _dimension_runs(runner: Runner, dims: tuple[Dimension, ...], exported: Expor
         for name, axes in dimension.axis_sizes(outcome.ran).items():
             verified.axis_sizes.setdefault(name, {}).update(axes)
         verified.dimension_sizes[dimension.name] = outcome.ran
+        if linked := dimension.linked(runner.spec.dynamic_axes):
+            verified.linked_axes[dimension.name] = linked
         verified.lengths[dimension.name] = DimensionLengths(outcome.ran, outcome.skipped)
     return findings + length_findings(failures, verified.lengths, exported.assumed,
                                       exported.export_findings)
