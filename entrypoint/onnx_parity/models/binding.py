@@ -182,6 +182,14 @@ def _bind_zoo(parameters: list[inspect.Parameter], arrays: tuple[np.ndarray, ...
 def _check_axes(spec: ModelSpec, bound: BoundInputs) -> None:
     """Every declared axis (and batch axis) exists in the deployed tensor the samples give."""
     contract = bound.contract
+    for wrong in contract.contradictions(bound.arrays):
+        raise LoadError(
+            f'model "{spec.name}": input "{wrong.name}" axis {wrong.axis} is declared '
+            f'"{wrong.linear}", so at {wrong.linear.root} {wrong.root_length} (the committed '
+            f"samples) it must be {wrong.linear.length(wrong.root_length)} long, but its samples "
+            f"hold {wrong.found}.",
+            fix=f'Commit samples whose "{wrong.name}" axis {wrong.axis} is {wrong.linear} long, '
+                "or declare the expression the model really follows.")
     for name, array in bound.arrays.items():
         rank = contract.deployed_rank(name, array.ndim)
         batch = contract.batch_axis(name)

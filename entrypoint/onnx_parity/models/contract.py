@@ -20,6 +20,17 @@ DEFAULT_BATCH_AXIS = 0
 
 
 @dataclass(frozen=True)
+class Contradiction:
+    """A derived axis whose committed samples do not hold the length its expression gives."""
+
+    name: str
+    axis: int
+    linear: Linear
+    root_length: int
+    found: int
+
+
+@dataclass(frozen=True)
 class CallContract:
     """The deployed layout of every input and output the configuration names."""
 
@@ -64,6 +75,25 @@ class CallContract:
             return np.array(samples[start % count], copy=True)
         taken = np.take(samples, np.arange(start, start + size), axis=0, mode="wrap")
         return np.ascontiguousarray(np.moveaxis(taken, 0, batch) if batch else taken)
+
+    def length(self, name: str, samples: np.ndarray, axis: int) -> int:
+        """The committed length of the deployed tensor's `axis`, read from its samples."""
+        return int(samples.shape[self.sample_axis(name, axis)])
+
+    def contradictions(self, arrays: dict[str, np.ndarray]) -> list[Contradiction]:
+        """Derived axes whose committed length is not their expression of the root's."""
+        roots: dict[str, int] = {}
+        for name, axes in self.axes.items():
+            for axis, label in axes.items():
+                if name in arrays and axis != self.batch_axis(name) and not parse_dimension(label):
+                    length = self.length(name, arrays[name], axis)
+                    roots[label] = min(roots.get(label, length), length)
+        return [Contradiction(name, axis, linear, roots[linear.root], found)
+                for name, axes in self.axes.items() if name in arrays
+                for axis, _ in axes.items()
+                if (linear := self.linear(name, axis)) is not None and linear.root in roots
+                and (found := self.length(name, arrays[name], axis))
+                != linear.length(roots[linear.root])]
 
     def batch_size_of(self, name: str, array: np.ndarray) -> int | None:
         """How many batch rows a deployed tensor holds (None: it has no batch axis)."""

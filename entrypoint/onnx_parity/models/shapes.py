@@ -109,32 +109,13 @@ def _check_roots(spec: ModelSpec, derived: dict[str, list[tuple[str, int, Linear
 def _dimension(label: str, members: tuple[tuple[str, int], ...],
                derived: tuple[tuple[str, int, Linear], ...], spec: ModelSpec,
                bound: BoundInputs) -> Dimension:
-    committed = min(_length(bound, name, axis) for name, axis in members)
-    for name, axis, linear in derived:
-        _check_derived(spec, bound, (name, axis, linear), committed)
+    committed = min(bound.contract.length(name, bound.arrays[name], axis)
+                    for name, axis in members)
     asked = [size for name, axis in members for size in spec.axis_sizes.get(name, {}).get(axis, ())]
     smallest = max((linear.smallest_root() for _, _, linear in derived), default=0)
     sizes = (tuple(dict.fromkeys((committed, *asked))) if asked
              else default_sizes(committed, smallest))
     return Dimension(label, members, committed, sizes, derived)
-
-
-def _length(bound: BoundInputs, name: str, axis: int) -> int:
-    return int(bound.arrays[name].shape[bound.contract.sample_axis(name, axis)])
-
-
-def _check_derived(spec: ModelSpec, bound: BoundInputs, member: tuple[str, int, Linear],
-                   committed: int) -> None:
-    """Committed samples must agree with the expression: `past + 1` at past 4 is 5 long."""
-    name, axis, linear = member
-    found, expected = _length(bound, name, axis), linear.length(committed)
-    if found != expected:
-        raise LoadError(
-            f'model "{spec.name}": input "{name}" axis {axis} is declared "{linear}", so at '
-            f'{linear.root} {committed} (the committed samples) it must be {expected} long, but '
-            f"its samples hold {found}.",
-            fix=f'Commit samples whose "{name}" axis {axis} is {linear} long, or declare '
-                "the expression the model really follows.")
 
 
 def resize(feed: dict[str, np.ndarray], dimension: Dimension, size: int) -> dict[str, np.ndarray]:

@@ -111,7 +111,7 @@ def dynamic_axes_value(value: object, context: KeyContext) -> dict[str, dict[int
     known = (tuple(inputs) + tuple(outputs)
              if isinstance(inputs, dict) and isinstance(outputs, tuple) else None)
     declared = {
-        _axis_owner(name, where, known): _axes(axes, place.at(dotted("dynamic-axes", name)))
+        _axis_owner(name, where, known): _axes(axes, place, dotted("dynamic-axes", name))
         for name, axes in value.items()
     }
     check_roots(declared, tuple(inputs) if isinstance(inputs, dict) else None, place)
@@ -129,7 +129,8 @@ def _axis_owner(name: str, where: str, known: tuple[str, ...] | None) -> str:
     )
 
 
-def _axes(value: object, where: str) -> dict[int, str]:
+def _axes(value: object, place: Place, key: str) -> dict[int, str]:
+    where = place.at(key)
     fix = 'a table of axis index -> dimension name, e.g. { 0 = "batch" }'
     if not isinstance(value, dict) or not value:
         raise wrong_type(where, value, fix)
@@ -140,7 +141,7 @@ def _axes(value: object, where: str) -> dict[int, str]:
                 f'{where}: axis "{shown(axis)}" is not an axis index (0, 1, 2, ...). Use {fix}.'
             )
         axes[int(axis)] = dimension_label(non_empty(label, where, "a dimension name"),
-                                          f"{where}.{axis}")
+                                          place.at(dotted(key, axis)))
     return axes
 
 
