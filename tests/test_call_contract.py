@@ -112,6 +112,17 @@ def test_a_batch_is_stacked_at_the_batch_axis_or_is_the_first_sample_alone() -> 
     assert [contract.sample_axis("size", axis) for axis in range(2)] == [1, 2]
 
 
+def test_model_zoo_tensors_are_laid_out_as_samples_by_their_batch_axis() -> None:
+    """A Model Zoo dataset holds deployed tensors: joined at the batch axis, or one sample each."""
+    contract = CallContract({"x": 1, "size": None})
+    first, second = np.zeros((5, 2, 3)), np.ones((5, 1, 3))  # (time, batch, features)
+    joined = contract.samples_of([first, second], "x")
+    assert joined.shape == (3, 5, 3)
+    np.testing.assert_array_equal(joined[2], np.ones((5, 3)))
+    sizes = contract.samples_of([np.array([48, 64]), np.array([32, 32])], "size")
+    np.testing.assert_array_equal(sizes, [[48, 64], [32, 32]])
+
+
 # --- through the CLI --------------------------------------------------------------------------
 
 @pytest.mark.slow
@@ -163,6 +174,17 @@ def test_samples_that_contradict_the_expression_are_a_load_error(tmp_path: Path)
     assert finding["code"] == "load-error"
     assert ('input "attention_mask" axis 1 is declared "past + 1", so at past 6 (the committed '
             "samples) it must be 7 long, but its samples hold 9") in finding["message"]
+
+
+def test_a_batch_axis_naming_nothing_the_graph_has_is_a_finding(tmp_path: Path) -> None:
+    repo = step_repo(tmp_path, "past + 1")
+    config = repo / "onnx-parity.toml"
+    config.write_text(config.read_text(encoding="utf-8") + 'batch-axis = { presnt = 0 }\n',
+                      encoding="utf-8")
+    run_cli("check", cwd=repo, out=tmp_path / "out")
+    messages = [f["message"] for f in model_of(tmp_path / "out")["findings"]]
+    assert any('`batch-axis` names "presnt", but the exported model has inputs' in m
+               for m in messages), messages
 
 
 @pytest.mark.slow

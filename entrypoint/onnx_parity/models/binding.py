@@ -21,6 +21,7 @@ import numpy as np
 from onnx_parity.findings import Finding
 from onnx_parity.models.contract import CallContract, contract_for
 from onnx_parity.models.load_errors import LoadError
+from onnx_parity.models.model_zoo import GoldenCase
 from onnx_parity.settings import ModelSpec
 
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
@@ -55,14 +56,20 @@ class BoundInputs:
 
 
 def bind_inputs(module: Any, spec: ModelSpec, named: dict[str, np.ndarray],
-                positional: tuple[np.ndarray, ...]) -> BoundInputs:
+                positional: tuple[np.ndarray, ...],
+                zoo: tuple[GoldenCase, ...] = ()) -> BoundInputs:
+    """`zoo`: a Model Zoo folder's datasets, whose tensors are deployed ones (each input's
+    samples are laid out again from them when its batch is not on axis 0)."""
     parameters = _forward_parameters(module)
     zoo_folder = isinstance(spec.inputs, Path) and spec.inputs.is_dir()
     if zoo_folder:  # test_data_set_N/input_K.pb: K is the parameter's position
         bound = _bind_zoo(parameters, positional, spec)
     else:
         bound = _bind_given(parameters, named, spec)
-    bound = dataclasses.replace(bound, contract=contract_for(spec))
+    contract = contract_for(spec)
+    bound = dataclasses.replace(bound, contract=contract,
+                                arrays=_from_deployed(bound, contract, zoo) if zoo_folder
+                                else bound.arrays)
     _check_axes(spec, bound)
     return bound
 
@@ -177,6 +184,17 @@ def _bind_zoo(parameters: list[inspect.Parameter], arrays: tuple[np.ndarray, ...
             fix="Add input_K.pb files in parameter order.",
         )
     return BoundInputs(names, dict(zip(names, arrays, strict=True)))
+
+
+def _from_deployed(bound: BoundInputs, contract: CallContract,
+                   zoo: tuple[GoldenCase, ...]) -> dict[str, np.ndarray]:
+    """A Model Zoo input joined from its datasets at its batch axis (or one sample per dataset,
+    for an input without a batch) rather than at axis 0."""
+    arrays = dict(bound.arrays)
+    for k, name in enumerate(bound.names):
+        if contract.batch_axis(name) != 0 and zoo:
+            arrays[name] = contract.samples_of([case.inputs[k] for case in zoo], name)
+    return arrays
 
 
 def _check_axes(spec: ModelSpec, bound: BoundInputs) -> None:

@@ -76,6 +76,18 @@ class CallContract:
         taken = np.take(samples, np.arange(start, start + size), axis=0, mode="wrap")
         return np.ascontiguousarray(np.moveaxis(taken, 0, batch) if batch else taken)
 
+    def samples_of(self, deployed: list[np.ndarray], name: str) -> np.ndarray:
+        """Deployed tensors (a Model Zoo folder's datasets) as samples along axis 0; the first
+        dataset's alone when they do not fit together."""
+        batch = self.batch_axis(name)
+        if batch is not None and any(array.ndim <= batch for array in deployed):
+            return np.concatenate(deployed)  # no such axis: the rank check names it
+        laid = [array[None] if batch is None else np.moveaxis(array, batch, 0)
+                for array in deployed]
+        if any(array.shape[1:] != laid[0].shape[1:] for array in laid):
+            laid = laid[:1]
+        return np.concatenate(laid)
+
     def length(self, name: str, samples: np.ndarray, axis: int) -> int:
         """The committed length of the deployed tensor's `axis`, read from its samples."""
         return int(samples.shape[self.sample_axis(name, axis)])

@@ -275,7 +275,7 @@ def _build(spec: ModelSpec, repo: Path, samples: SampleSet,
            ledger: Ledger) -> tuple[LoadedModel, BoundInputs]:
     loaded = build_model(spec, repo)
     ledger.findings += loaded.findings
-    bound = bind_inputs(loaded.module, spec, samples.named, samples.positional)
+    bound = bind_inputs(loaded.module, spec, samples.named, samples.positional, samples.golden)
     ledger.findings += bound.findings()
     return loaded, bound
 

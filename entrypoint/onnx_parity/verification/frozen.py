@@ -152,6 +152,8 @@ def declared_axes(facts: ModelFacts, spec: ModelSpec, bound: BoundInputs,
                 frozen.add(f'"{name}" axis {axis} ("{label}")',
                            f"the exported model fixes it at {dims[axis]} (shape {_shape(dims)})",
                            declared=True)
+    findings += [unknown_axis_name(name, facts, "batch-axis") for name in spec.batch_axis
+                 if name not in facts.inputs and name not in facts.outputs]
     if len(spec.batch_sizes) > 1:
         for name in bound.names:
             _static_batch(facts, spec, bound, name, frozen)

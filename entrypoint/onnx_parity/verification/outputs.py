@@ -96,12 +96,12 @@ def count_mismatch(size: int, torch_count: int, onnx_names: tuple[str, ...]) -> 
     )
 
 
-def unknown_axis_name(name: str, facts: ModelFacts) -> Finding:
+def unknown_axis_name(name: str, facts: ModelFacts, key: str = "dynamic-axes") -> Finding:
     return Finding(
         "shape-mismatch",
-        f'`dynamic-axes` names "{name}", but the exported model has inputs '
+        f'`{key}` names "{name}", but the exported model has inputs '
         f"{sorted(facts.inputs)} and outputs {sorted(facts.outputs)}",
-        fix="Name the outputs with `outputs = [...]`, or correct the name in `dynamic-axes`.",
+        fix=f"Name the outputs with `outputs = [...]`, or correct the name in `{key}`.",
     )
 
 
