@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import math
 import operator
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -26,7 +27,8 @@ from typing import Literal, TypeGuard, cast
 from onnx_parity.export.linked_guards import in_root_terms
 from onnx_parity.locations import repo_relative, scrub_paths
 
-Kind = Literal["multiple", "remainder", "at-least", "at-most", "excluded", "expression"]
+Kind = Literal["multiple", "remainder", "at-least", "at-most", "excluded", "expression",
+               "unread"]
 Axis = tuple[str, int]  # (forward's parameter, axis): what `L['x'].size()[1]` names
 # torch.export's own range for a dimension it keeps dynamic: nothing narrower is assumed.
 DEFAULT_LOWER = 2
@@ -35,15 +37,24 @@ WINDOW = 64
 MAX_EXCLUDED = 3
 MAX_LENGTH = 4096  # a bound past it is read from the range torch solved, not from the guard
 
-BINARY: dict[type[ast.operator], Callable[[int, int], int]] = {
+Number = int | float
+BINARY: dict[type[ast.operator], Callable[[Number, Number], Number]] = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
-    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod,
+    ast.FloorDiv: operator.floordiv, ast.Mod: operator.mod, ast.Div: operator.truediv,
+    ast.Pow: operator.pow, ast.BitAnd: operator.and_, ast.BitOr: operator.or_,
+    ast.BitXor: operator.xor, ast.LShift: operator.lshift, ast.RShift: operator.rshift,
 }
-COMPARE: dict[type[ast.cmpop], Callable[[int, int], bool]] = {
+COMPARE: dict[type[ast.cmpop], Callable[[Number, Number], bool]] = {
     ast.Eq: operator.eq, ast.NotEq: operator.ne, ast.Lt: operator.lt, ast.LtE: operator.le,
     ast.Gt: operator.gt, ast.GtE: operator.ge,
 }
-CALLS: dict[str, Callable[..., int]] = {"max": max, "min": min, "abs": abs}
+# What torch's guard printer calls: Python's own, `math.*` and torch's symbolic conversions
+# (`torch.sym_float(s)`), by their last name.
+CALLS: dict[str, Callable[..., Number]] = {
+    "max": max, "min": min, "abs": abs, "ceil": math.ceil, "floor": math.floor,
+    "trunc": math.trunc, "sym_float": float, "float": float, "sym_int": int, "int": int,
+    "round": round, "sqrt": math.sqrt,
+}
 
 
 class UnreadGuard(ValueError):
@@ -77,14 +88,6 @@ class ShapeAssumption:
         values = {**dict(self.fixed), **{source: length for source in self.sources}}
         return bool(evaluate(ast.parse(self.expression, mode="eval").body, values))
 
-    def breaking_length(self, near: int) -> int | None:
-        """The length nearest `near` (from 2) at which the assumption does not hold."""
-        for step in range(0, 4 * near + WINDOW):
-            for length in (near - step, near + step):
-                if length >= DEFAULT_LOWER and not self.holds(length):
-                    return length
-        return None
-
 
 def read_assumptions(guards: Iterable[RecordedGuard], sizes: Mapping[str, int],
                      names: Mapping[Axis, str], repo: Path) -> tuple[ShapeAssumption, ...]:
@@ -94,9 +97,9 @@ def read_assumptions(guards: Iterable[RecordedGuard], sizes: Mapping[str, int],
     for recorded in guards:
         try:
             read = read_guard(recorded, sizes, names, repo)
-        except UnreadGuard as error:
+        except (UnreadGuard, SyntaxError) as error:
             print(f"--- guard not read ({error}): {recorded.text}", flush=True)
-            continue
+            read = [unread_guard(recorded, names, repo)]
         for assumption in read:
             key = (assumption.dimension, assumption.condition)
             if key not in found or (assumption.file and not found[key].file):
@@ -131,6 +134,24 @@ def read_guard(recorded: RecordedGuard, sizes: Mapping[str, int], names: Mapping
             dimension, kind, f"{dimension} must {condition or f'satisfy `{named}`'}", named,
             expression, mine, fixed, file, line, origin))
     return read
+
+
+def unread_guard(recorded: RecordedGuard, names: Mapping[Axis, str],
+                 repo: Path) -> ShapeAssumption:
+    """A guard this module cannot evaluate, quoted in the user's terms as far as it can be: it
+    is still an assumption the ONNX file does not check, so it is reported, never only logged."""
+    try:
+        tree = in_root_terms(ast.parse(recorded.text, mode="eval").body, names)
+        found = sources(tree)
+        dimension_of = {source: names[axis] for source, axis in found.items()
+                        if axis is not None and axis in names}
+        named = ast.unparse(_named(tree, dimension_of))
+    except SyntaxError:
+        named, dimension_of = recorded.text, {}
+    dimension = next(iter(dict.fromkeys(dimension_of.values())), "")
+    file, line, origin = _place(recorded.frame, repo)
+    return ShapeAssumption(dimension, "unread", f"`{named}`", named, recorded.text,
+                           tuple(dimension_of), (), file, line, origin)
 
 
 def _predicate(tree: ast.expr, mine: tuple[str, ...],
@@ -173,29 +194,55 @@ def sources(tree: ast.AST) -> dict[str, Axis | None]:
     return found
 
 
-def evaluate(node: ast.AST, values: Mapping[str, int]) -> int:
-    """The guard's value, sources taken from `values`: integers and comparisons only."""
+def evaluate(node: ast.AST, values: Mapping[str, int]) -> Number:
+    """The guard's value, sources taken from `values`: numbers (integers, and the floats of
+    true division, float constants and `sym_float`), their arithmetic, `math`'s rounding,
+    comparisons and boolean logic; nothing else (never `eval`)."""
     if _is_source(node):
         return values[ast.unparse(node)]
-    if isinstance(node, ast.Constant) and isinstance(node.value, int):
-        return int(node.value)
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float):
+        return node.value
     if isinstance(node, ast.BinOp) and type(node.op) in BINARY:
-        return BINARY[type(node.op)](evaluate(node.left, values), evaluate(node.right, values))
-    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.Not)):
+        return _arithmetic(node, values)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd, ast.Not)):
         value = evaluate(node.operand, values)
-        return -value if isinstance(node.op, ast.USub) else int(not value)
+        return int(not value) if isinstance(node.op, ast.Not) else \
+            (-value if isinstance(node.op, ast.USub) else value)
     if isinstance(node, ast.Compare):
         return int(_compare(node, values))
     if isinstance(node, ast.BoolOp):
         results = (bool(evaluate(value, values)) for value in node.values)
         return int(all(results) if isinstance(node.op, ast.And) else any(results))
-    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and \
-            node.func.id in CALLS and not node.keywords:
-        return CALLS[node.func.id](*(evaluate(arg, values) for arg in node.args))
+    name = _call_name(node)
+    if name is not None and isinstance(node, ast.Call):
+        return CALLS[name](*(evaluate(arg, values) for arg in node.args))
     raise UnreadGuard(f"cannot evaluate `{ast.unparse(node)}`")
 
 
+def _arithmetic(node: ast.BinOp, values: Mapping[str, int]) -> Number:
+    left, right = evaluate(node.left, values), evaluate(node.right, values)
+    try:
+        result = BINARY[type(node.op)](left, right)
+    except (ZeroDivisionError, OverflowError, ValueError, TypeError) as error:
+        raise UnreadGuard(f"cannot evaluate `{ast.unparse(node)}` ({error})") from None
+    if isinstance(result, complex):  # a negative number to a fractional power
+        raise UnreadGuard(f"`{ast.unparse(node)}` is not a real number")
+    return result
+
+
+def _call_name(node: ast.AST) -> str | None:
+    """`ceil` for `math.ceil(x)`, `sym_float` for `torch.sym_float(x)`, `max` for `max(a, b)`:
+    a call this interpreter knows, positional arguments only."""
+    if not isinstance(node, ast.Call) or node.keywords:
+        return None
+    func = node.func
+    name = func.id if isinstance(func, ast.Name) else \
+        func.attr if isinstance(func, ast.Attribute) else None
+    return name if name in CALLS else None
+
+
 def _compare(node: ast.Compare, values: Mapping[str, int]) -> bool:
+    """A chained comparison of numbers (`a < b <= c`)."""
     left = evaluate(node.left, values)
     for op, comparator in zip(node.ops, node.comparators, strict=True):
         if type(op) not in COMPARE:
@@ -229,8 +276,9 @@ def _axis(node: ast.Subscript) -> Axis | None:
 
 def _largest_constant(tree: ast.expr) -> int:
     found = [node.value for node in ast.walk(tree)
-             if isinstance(node, ast.Constant) and isinstance(node.value, int)]
-    return max(found, default=0)
+             if isinstance(node, ast.Constant) and isinstance(node.value, int | float)
+             and not isinstance(node.value, bool)]
+    return int(max(found, default=0))
 
 
 def _named(tree: ast.expr, dimension_of: Mapping[str, str]) -> ast.expr:

@@ -130,6 +130,8 @@ def model_to_json(model: ModelResult) -> ModelJson:
     data = _model_fields(model)
     if model.seconds is not None:  # reports of older versions have no time
         data["seconds"] = number_to_json(model.seconds)
+    if model.linked_axes:  # only a model that declares an expression (`past + 1`) has them
+        data["linked_axes"] = {name: list(axes) for name, axes in model.linked_axes.items()}
     return data
 
 
@@ -155,7 +157,6 @@ def _model_fields(model: ModelResult) -> ModelJson:
         "runtime_optimization": model.runtime_optimization,
         "axis_sizes": axis_sizes_to_json(model.axis_sizes),
         "dimension_sizes": {name: list(ran) for name, ran in model.dimension_sizes.items()},
-        "linked_axes": {name: list(axes) for name, axes in model.linked_axes.items()},
         "lengths": {name: lengths_to_json(lengths) for name, lengths in model.lengths.items()},
         "tolerance_share": number_to_json(model.tolerance_share),
         "variants": [variant_to_json(model, variant) for variant in model.variants],

@@ -21,6 +21,7 @@ from collections.abc import Mapping, Sequence
 from onnx_parity.export import ConstantShape, ShapeAssumption
 from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import Finding, Severity
+from onnx_parity.verification.far_side import far_side_lengths
 
 Failed = Mapping[str, Mapping[int, str]]  # dimension -> failing length -> what failed there
 Ran = Mapping[str, Sequence[int]]  # dimension -> every length both sides ran
@@ -32,10 +33,11 @@ def assumption_findings(assumptions: Sequence[ShapeAssumption], failed: Failed, 
                         skipped: Ran | None = None) -> list[Finding]:
     """One `shape-assumption` per assumption: an error where it explains a failing length.
     `skipped`: dimension -> the lengths PyTorch itself could not run (not checked)."""
-    return [_finding(assumption, failed.get(assumption.dimension, {}),
-                     tuple(ran.get(assumption.dimension, ())),
-                     tuple((skipped or {}).get(assumption.dimension, ())))
-            for assumption in assumptions]
+    found = [_finding(assumption, failed.get(assumption.dimension, {}),
+                      tuple(ran.get(assumption.dimension, ())),
+                      tuple((skipped or {}).get(assumption.dimension, ())))
+             for assumption in assumptions]
+    return [finding for finding in found if finding is not None]
 
 
 def explained(findings: Sequence[Finding]) -> dict[str, set[int]]:
@@ -61,9 +63,13 @@ def constant_shape_findings(shapes: Sequence[ConstantShape], failed: Failed,
 
 
 def _finding(assumption: ShapeAssumption, failures: Mapping[int, str], ran: tuple[int, ...],
-             skipped: tuple[int, ...]) -> Finding:
+             skipped: tuple[int, ...]) -> Finding | None:
+    """An error where a length that breaks the assumption failed; else a note of what was
+    tested (none for a guard inside torch itself, whose far side matched or was not found)."""
+    if assumption.kind == "unread":
+        return _unread(assumption, failures)
     name = assumption.dimension
-    breaking = [length for length in ran if not assumption.holds(length)]
+    breaking = [length for length in ran if not _holds(assumption, length)]
     failing = [length for length in breaking if length in failures]
     head = (f"the export assumed {assumption.condition} ({_where(assumption)}: "
             f"`{assumption.guard}`), which the ONNX file does not check")
@@ -75,24 +81,57 @@ def _finding(assumption: ShapeAssumption, failures: Mapping[int, str], ran: tupl
                        f"where the model fails: {_failures(name, failing, failures)}",
                        file=assumption.file, line=assumption.line, severity=Severity.ERROR,
                        details=details)
-    own = [length for length in skipped if not assumption.holds(length)]
+    if _inside_torch(assumption):
+        return None  # torch's own bookkeeping, tested on its far side where one exists
+    own = [length for length in skipped if not _holds(assumption, length)]
+    fix = None
     if breaking:
-        text = (f"{head}; it breaks at {name} {_list(breaking)}, which ran, and the outputs "
-                "match PyTorch's there")
-        fix = None
+        text = f"{head}; tested at {name} {_list(breaking)}: matches"
     elif own:
         text = (f"{head}; PyTorch itself cannot run the model at {name} {_list(own)}, which "
                 "break it: the requirement is the model's own")
         fix = ("Document the requirement for the code that runs the ONNX model: the ONNX file "
                "does not enforce it.")
-    else:
+    elif near := far_side_lengths(assumption, ran[0]) if ran else ():
         text = f"{head}; no length that breaks it ran ({name} ran at {_list(list(ran))})"
-        length = assumption.breaking_length(ran[0] if ran else 8)
-        fix = (f"Add a length that breaks it to the `axis-sizes` of {name} (e.g. {length}) to "
+        fix = (f"Add a length that breaks it to the `axis-sizes` of {name} (e.g. {near[0]}) to "
                "check what the ONNX model does there; or make forward handle every length, or "
-               "document the requirement." if length else None)
+               "document the requirement.")
+    else:
+        text = (f"{head}; no {name} from a quarter to four times its export length breaks "
+                "it, so none was tested")
     return Finding("shape-assumption", text, file=assumption.file, line=assumption.line,
                    severity=Severity.NOTE, fix=fix, details=details)
+
+
+def _unread(assumption: ShapeAssumption, failures: Mapping[int, str]) -> Finding:
+    """A guard the reader cannot evaluate: a warning quoting it, since where it breaks is
+    unknown and nothing tested it; a failing length of its dimension is named beside it."""
+    name = assumption.dimension or "a declared dimension"
+    failed = (f"; the model fails at {name} {_list(sorted(failures))}, which it may explain"
+              if failures else "")
+    return Finding(
+        "shape-assumption",
+        f"the export assumed {assumption.condition} ({_where(assumption)}), which onnx-parity "
+        f"could not evaluate and the ONNX file does not check{failed}",
+        file=assumption.file, line=assumption.line, severity=Severity.WARNING,
+        fix=(f"Read the condition in terms of {name}, and check a length that breaks it with "
+             "`axis-sizes` (or compute the size-dependent value with tensor ops so that no "
+             "guard is recorded)."),
+        details={"dimension": assumption.dimension, "condition": assumption.condition,
+                 "guard": assumption.guard, "violating_sizes": [], "failed_sizes": []})
+
+
+def _inside_torch(assumption: ShapeAssumption) -> bool:
+    """Recorded inside torch itself (fake tensors, decompositions): not the model's choice."""
+    return assumption.file is None and (assumption.origin or "").startswith("torch/")
+
+
+def _holds(assumption: ShapeAssumption, length: int) -> bool:
+    try:
+        return assumption.holds(length)
+    except (ValueError, ZeroDivisionError, KeyError):
+        return True
 
 
 def _baked(dimension: str, shapes: list[ConstantShape], failures: Mapping[int, str],

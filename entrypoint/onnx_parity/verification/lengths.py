@@ -27,6 +27,7 @@ from onnx_parity.verification.assumptions import (
     explained,
 )
 from onnx_parity.verification.axis_runs import LengthFailure
+from onnx_parity.verification.far_side import BatchRuns
 from onnx_parity.verification.repeats import merge_repeats
 
 # The export findings that quote a TracerWarning (export/review.py); those of an installed
@@ -45,15 +46,21 @@ class Assumed:
 
 
 def length_findings(failures: Sequence[LengthFailure], lengths: Mapping[str, DimensionLengths],
-                    assumed: Assumed, export_findings: Sequence[Finding]) -> list[Finding]:
+                    assumed: Assumed, export_findings: Sequence[Finding],
+                    batches: BatchRuns | None = None) -> list[Finding]:
     """What the export assumed first (`shape-assumption`, which takes precedence where it
     explains a failing length), then one `length-mismatch` per cause for the other failures:
-    the lengths failing alike merge into one finding listing them."""
+    the lengths failing alike merge into one finding listing them. `batches`: the batch sizes
+    that ran, for the assumptions on the batch."""
     failed: dict[str, dict[int, str]] = {}
     for failure in failures:
         failed.setdefault(failure.dimension.name, {})[failure.length] = failure.what()
-    ran = {name: dimension.run for name, dimension in lengths.items()}
+    ran: dict[str, Sequence[int]] = {name: dimension.run for name, dimension in lengths.items()}
     skipped = {name: tuple(dimension.skipped) for name, dimension in lengths.items()}
+    for label in batches.labels if batches else ():
+        assert batches is not None
+        failed[label], ran[label], skipped[label] = (dict(batches.failed), batches.ran,
+                                                     tuple(batches.skipped))
     found = [*assumption_findings(assumed.assumptions, failed, ran, skipped),
              *constant_shape_findings(assumed.constant_shapes, failed, ran)]
     covered = explained(found)

@@ -8,6 +8,7 @@ cut is kept (`Verified.failed`) so the failure can be localised node by node aft
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,9 @@ from onnx_parity.models import (
 )
 from onnx_parity.results import DimensionLengths, OutputComparison
 from onnx_parity.settings import ModelSpec
-from onnx_parity.verification import axis_runs, frozen
+from onnx_parity.verification import axis_runs, far_side, frozen
 from onnx_parity.verification.cuts import Cut, CutRun, run_cut
+from onnx_parity.verification.far_side import with_far_sides
 from onnx_parity.verification.golden import golden_findings
 from onnx_parity.verification.lengths import Assumed, length_findings
 from onnx_parity.verification.onnx_values import read_graph
@@ -131,7 +133,7 @@ def verify_model(torch_side: TorchSide, exported: Exported, spec: ModelSpec, rep
         verified.findings += evidence.findings()
         return verified
     runner = Runner(module, session, bound, spec, exported.export_batch)
-    dims = dimensions(spec, bound)
+    dims = with_far_sides(dimensions(spec, bound), exported.assumed.assumptions)
     committed = {dimension.name: dimension.committed for dimension in dims}
     for size in spec.batch_sizes:
         _run_batch_size(runner, size, committed, evidence, verified)
@@ -209,7 +211,32 @@ def _dimension_runs(runner: Runner, dims: tuple[Dimension, ...], exported: Expor
             verified.linked_axes[dimension.name] = linked
         verified.lengths[dimension.name] = DimensionLengths(outcome.ran, outcome.skipped)
     return findings + length_findings(failures, verified.lengths, exported.assumed,
-                                      exported.export_findings)
+                                      exported.export_findings,
+                                      _far_batches(runner, exported, verified))
+
+
+def _far_batches(runner: Runner, exported: Exported, verified: Verified) -> far_side.BatchRuns:
+    """The batch sizes that break an assumption on the batch, each run on the first cut at the
+    committed lengths: what failed there is the assumption's evidence, not a finding of its own."""
+    contract = runner.bound.contract
+    labels = {label for name in runner.bound.names
+              if (label := contract.batch_label(name)) is not None}
+    ran = tuple(sorted({row.batch_size for row in verified.comparisons}))
+    sizes = far_side.far_side_batches(exported.assumed.assumptions, labels,
+                                      exported.export_batch, ran or runner.spec.batch_sizes)
+    outcome = far_side.BatchRuns(tuple(sorted(labels)), ran)
+    committed = {name: sizes_[0] for name, sizes_ in verified.dimension_sizes.items()}
+    good = {row.output for row in verified.comparisons if row.passed}
+    for size in sizes:
+        run = runner.run(Cut(runner.feed(0, size), size, committed))
+        if run.reference_error is not None:
+            outcome.skipped[size] = f"PyTorch itself fails: {run.reference_error}"
+            continue
+        outcome = dataclasses.replace(outcome, ran=(*outcome.ran, size))
+        what = far_side.failed_at(run, good)
+        if what is not None:
+            outcome.failed[size] = what
+    return outcome
 
 
 def _sweep_batches(runner: Runner, verified: Verified) -> list[int]:
