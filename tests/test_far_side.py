@@ -93,7 +93,8 @@ def test_a_note_says_where_the_far_side_was_tested() -> None:
     [none] = assumption_findings([read(f"{WIDTH} <= 300", ("/repo/m.py", 1))], {},
                                  {"width": (64,)})
     assert "no width from a quarter to four times its export length breaks it" in none.message
-    assert "()" not in none.message and none.fix is None
+    assert "()" not in none.message
+    assert none.fix is None
 
 
 # --- through the CLI --------------------------------------------------------------------------
