@@ -28,6 +28,7 @@ from onnx_parity.settings.checks import (
     DEFAULT_REPRO_MAX_MB,
     DEFAULT_RTOL,
     DEFAULT_TIMEOUT_SECONDS,
+    DTYPES,
     EXPORTERS,
     OPTIMIZATION_LEVELS,
     VARIANTS,
@@ -35,6 +36,8 @@ from onnx_parity.settings.checks import (
     batch_sizes_value,
     calibration_value,
     drift_ratio_value,
+    dtype_defaults,
+    dtype_value,
     exporters_value,
     localise_limit_value,
     memory_limit_value,
@@ -52,6 +55,7 @@ from onnx_parity.settings.model_keys import (
     AllowWarning,
     allow_warnings_value,
     axis_sizes_value,
+    compare_mask_value,
     dynamic_axes_value,
     factory_value,
     inputs_value,
@@ -215,13 +219,30 @@ class ModelSpec:
             f"list keeps your order and names each exporter once. {_OVERRIDES}")
     atol: float = setting(
         "atol", kind="number >= 0", check=plain(tolerance_value), default=DEFAULT_ATOL,
-        example="atol = 1e-4",
+        shown=dtype_defaults(0), example="atol = 1e-4",
         doc="Absolute tolerance of the comparison of onnxruntime's outputs with PyTorch's: an "
-            f"element passes when `|onnx - torch| <= atol + rtol * |torch|`. {_OVERRIDES}")
+            "element passes when `|onnx - torch| <= atol + rtol * |torch|`. Left out, the "
+            f"default of the dtype the model computes in (`dtype`, else its own). {_OVERRIDES}")
     rtol: float = setting(
         "rtol", kind="number >= 0", check=plain(tolerance_value), default=DEFAULT_RTOL,
-        example="rtol = 1e-3",
-        doc=f"Relative tolerance of the same comparison. {_OVERRIDES}")
+        shown=dtype_defaults(1), example="rtol = 1e-3",
+        doc=f"Relative tolerance of the same comparison; left out, as for `atol`. {_OVERRIDES}")
+    dtype: str | None = setting(
+        "dtype", kind=f"one of {_choices(DTYPES)}", check=plain(dtype_value), default=None,
+        shown="the model's own", example='dtype = "float32"',
+        doc="The dtype the factory's model and its float samples are cast to before export, e.g. "
+            '`"float32"` to check a bfloat16 checkpoint on a CPU runner (whose onnxruntime has no '
+            "bfloat16 kernel for most operators). `atol`/`rtol` left out take the dtype's "
+            f"defaults; `variants` (built from a float32 check) refuse another. {_OVERRIDES}")
+    compare_mask: dict[str, str] = setting(
+        "compare-mask", kind="table of output name -> input name", check=compare_mask_value,
+        default={}, shown="none (every element is compared)", model_only=True,
+        example='compare-mask = { logits = "attention_mask" }',
+        doc="Outputs compared only where an input (0/1 or boolean) is not 0 (a padded batch's "
+            "padding left out; the report says how many), the mask's axes along the output's of "
+            "the same `dynamic-axes` name: `attention_mask` (batch, sequence) masks `logits` "
+            "(batch, sequence, vocab) and `present.0.key` (batch, heads, sequence, dim) alike.")
+    explicit: tuple[str, ...] = ()  # not a key: the fields the configuration sets (dtypes.py)
     batch_sizes: tuple[int, ...] = setting(
         "batch-sizes", kind="non-empty array of distinct integers >= 1",
         check=plain(batch_sizes_value), default=DEFAULT_BATCH_SIZES, example="batch-sizes = [1, 8]",
