@@ -16,7 +16,7 @@ from .reference import (
     batch_arrays,
     run_reference,
 )
-from .samples import SampleSet, load_samples
+from .samples import SampleSet, cast_samples, load_samples
 from .shapes import Dimension, dimensions, input_shapes, resize, widened_for_export
 from .torch_builds import companion_pins, installed_version, missing_release_note
 
@@ -37,6 +37,7 @@ __all__ = [
     "batch_plan",
     "bind_inputs",
     "build_model",
+    "cast_samples",
     "companion_pins",
     "dimensions",
     "input_shapes",
