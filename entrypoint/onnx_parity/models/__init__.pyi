@@ -3,6 +3,7 @@
 
 from .batches import batch_plan
 from .binding import BoundInputs, bind_inputs
+from .dtypes import to_array
 from .factory import LoadedModel, build_model
 from .load_errors import LoadError, load_finding
 from .model_zoo import GoldenCase
@@ -48,5 +49,6 @@ __all__ = [
     "probe_model",
     "resize",
     "run_reference",
+    "to_array",
     "widened_for_export",
 ]
