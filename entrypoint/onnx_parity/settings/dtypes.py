@@ -16,8 +16,11 @@ from onnx_parity.settings.values import ConfigError, Place, quoted
 
 
 def at_dtype(spec: ModelSpec, dtype: str) -> ModelSpec:
-    """The spec with the tolerance defaults of `dtype` where the configuration sets none."""
-    atol, rtol = DTYPE_TOLERANCES.get(dtype, DTYPE_TOLERANCES["float32"])
+    """The spec with the tolerance defaults of `dtype` where the configuration sets none; a
+    float32 (or float64) model keeps the spec as it is."""
+    if dtype == "float32" or dtype not in DTYPE_TOLERANCES:
+        return spec
+    atol, rtol = DTYPE_TOLERANCES[dtype]
     return dataclasses.replace(spec, atol=spec.atol if "atol" in spec.explicit else atol,
                                rtol=spec.rtol if "rtol" in spec.explicit else rtol)
 
