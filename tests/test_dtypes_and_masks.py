@@ -165,3 +165,5 @@ def test_with_compare_mask_it_passes_and_says_what_it_left_out(checked: CliRun) 
     assert (f"`padded-masked` compared `logits` only where `attention_mask` is not 0 "
             f"(`compare-mask`): {left_out:,} of {left_out + compared:,} elements left out."
             ) in markdown
+    [line] = [line for line in checked.stdout.splitlines() if " padded-masked " in line]
+    assert f"({left_out:,} left out)" in line
