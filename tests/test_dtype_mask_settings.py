@@ -138,3 +138,18 @@ def test_a_mask_that_does_not_fit_the_output_masks_nothing(tmp_path: Path) -> No
     values = np.zeros((2, 3, 5))
     row = compare_masked("logits", 2, (values, values), (0.0, 0.0), mask)
     assert (row.left_out, row.left_out_by, row.total) == (0, None, 30)
+
+
+def test_dtype_casts_float_samples_and_keeps_the_others() -> None:
+    from onnx_parity.models.dtypes import BFLOAT16
+    from onnx_parity.models.samples import SampleSet, cast_samples
+
+    x = np.array([[-2, -1, -0.5], [0.5, 1, 2]], np.float32)
+    ids = np.arange(6).reshape(2, 3)
+    samples = SampleSet({"x": x, "ids": ids}, (x, ids), (), {}, ())
+    assert cast_samples(samples, None) is samples
+    cast = cast_samples(samples, "bfloat16")
+    assert (cast.named["x"].dtype, cast.named["ids"].dtype) == (BFLOAT16, ids.dtype)
+    assert [array.dtype for array in cast.positional] == [BFLOAT16, ids.dtype]
+    assert np.array_equal(cast.named["x"].astype(np.float32), x)  # these values fit in 8 bits
+    assert cast_samples(samples, "float16").named["x"].dtype == np.float16
