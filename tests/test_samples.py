@@ -255,13 +255,17 @@ def test_symlink_leaving_the_repo_is_refused(repo: Path, tmp_path_factory: pytes
     assert "outside the repository" in load_error({"x": link}, repo)
 
 
-def test_bfloat16_tensor_is_refused_with_the_reason(repo: Path) -> None:
+def test_bfloat16_tensor_is_accepted_bit_for_bit(repo: Path) -> None:
+    """numpy has no bfloat16: the sample is held as ml_dtypes' and goes back to torch unchanged."""
+    from onnx_parity.models.dtypes import BFLOAT16, to_tensor
+
     path = repo / "samples" / "x.pt"
-    torch.save(torch.ones(2, 2, dtype=torch.bfloat16), path)
-    message = load_error({"x": path}, repo)
-    assert "bfloat16" in message
-    assert "float32/float16" in message
-    assert "tensor.float()" in message
+    tensor = torch.randn(3, 5, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    torch.save(tensor, path)
+    array = load_samples({"x": path}, repo).named["x"]
+    assert array.dtype == BFLOAT16
+    assert torch.equal(to_tensor(array), tensor)
+    assert np.array_equal(array.astype(np.float32), tensor.float().numpy())
 
 
 # --- refusals: broken files ------------------------------------------------------------------

@@ -110,6 +110,9 @@ class FindingDetails(TypedDict, total=False):
     attempts: list[str]
     requested: int
     actual: int | None
+    # an operator onnxruntime's provider has no kernel for (verification/run_failures.py),
+    # with `operator` and `node`: the dtype its inputs hold
+    dtype: str
     # deployment variants (variants/review.py, verification/outputs.py)
     variant: str
     misses: list[VariantMiss]

@@ -33,6 +33,7 @@ Code: TypeAlias = Literal[
     "shape-assumption",
     "length-mismatch",
     "nondeterministic-model",
+    "runtime-unsupported",
 ]
 CODES: tuple[Code, ...] = get_args(Code)
 
@@ -268,6 +269,15 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "outside forward; seeding does not help, since the exported random operators do not "
         "follow PyTorch's generator.",
         explains_mismatch=True,
+    ),
+    "runtime-unsupported": CodeInfo(
+        Severity.ERROR,
+        "onnxruntime's provider has no kernel for an operator at the dtype the model computes "
+        "in (onnxruntime's CPU provider runs bfloat16 `Cast` and `Concat` only), so the model "
+        "cannot run there",
+        'Set `dtype = "float32"` to check the model in float32 on the CPU (the factory\'s '
+        'model and its float samples are cast before export), with `variants = ["fp16"]` to '
+        "check half precision too; or check it where onnxruntime's provider has the kernel.",
     ),
 }
 

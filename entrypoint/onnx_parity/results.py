@@ -33,6 +33,10 @@ class OutputComparison:
     tolerance_share: float | None = None
     # Each declared dynamic dimension other than the batch, at the size this comparison ran.
     dimensions: dict[str, int] = field(default_factory=dict)
+    # Elements not compared (`compare-mask`): where the input `left_out_by` is 0. `total` and
+    # `mismatched` count the compared elements only.
+    left_out: int = 0
+    left_out_by: str | None = None
 
     @property
     def mismatched_percent(self) -> float:

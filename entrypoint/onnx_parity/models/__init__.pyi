@@ -3,6 +3,7 @@
 
 from .batches import batch_plan
 from .binding import BoundInputs, bind_inputs
+from .dtypes import to_array
 from .factory import LoadedModel, build_model
 from .load_errors import LoadError, load_finding
 from .model_zoo import GoldenCase
@@ -16,7 +17,7 @@ from .reference import (
     batch_arrays,
     run_reference,
 )
-from .samples import SampleSet, load_samples
+from .samples import SampleSet, cast_samples, load_samples
 from .shapes import Dimension, dimensions, input_shapes, resize, widened_for_export
 from .torch_builds import companion_pins, installed_version, missing_release_note
 
@@ -37,6 +38,7 @@ __all__ = [
     "batch_plan",
     "bind_inputs",
     "build_model",
+    "cast_samples",
     "companion_pins",
     "dimensions",
     "input_shapes",
@@ -47,5 +49,6 @@ __all__ = [
     "probe_model",
     "resize",
     "run_reference",
+    "to_array",
     "widened_for_export",
 ]

@@ -29,6 +29,7 @@ SEED = 0
 class LoadedModel:
     module: Any  # torch.nn.Module; typed loosely so this module imports without torch
     findings: tuple[Finding, ...]
+    dtype: str = "float32"  # the float dtype it computes in (after `dtype`'s cast)
 
 
 def seed_everything() -> None:
@@ -44,6 +45,8 @@ def seed_everything() -> None:
 def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
     import torch
 
+    from onnx_parity.models.dtypes import cast_module, module_dtype
+
     seed_everything()
     factory = _import_factory(spec, repo)
     module = _call_factory(spec.factory, factory, repo)
@@ -56,7 +59,8 @@ def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
         _load_weights(module, spec.weights, repo)
     findings = _training_mode_findings(module, spec.factory)
     module.eval()
-    return LoadedModel(module, findings)
+    cast_module(module, spec.dtype)
+    return LoadedModel(module, findings, module_dtype(module))
 
 
 def _import_factory(spec: ModelSpec, repo: Path) -> Any:

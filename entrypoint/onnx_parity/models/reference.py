@@ -10,6 +10,7 @@ import numpy as np
 from onnx_parity.errors import ModelProblem
 from onnx_parity.locations import shorten
 from onnx_parity.models.binding import BoundInputs
+from onnx_parity.models.dtypes import to_array, to_tensor
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]  # forward's positional and keyword arguments
 # What one output is in PyTorch: a tensor, a complex tensor, or a Python number (int, float or
@@ -33,9 +34,7 @@ def batch_arrays(bound: BoundInputs, start: int, size: int) -> dict[str, np.ndar
 
 
 def as_tensors(feed: dict[str, np.ndarray], names: tuple[str, ...]) -> tuple[Any, ...]:
-    import torch
-
-    return tuple(torch.from_numpy(np.array(feed[name], copy=True)) for name in names)
+    return tuple(to_tensor(feed[name]) for name in names)
 
 
 def as_call(feed: dict[str, np.ndarray], bound: BoundInputs) -> Call:
@@ -100,8 +99,7 @@ def _as_array(leaf: Any) -> np.ndarray:
     import torch
 
     if isinstance(leaf, torch.Tensor):
-        array: np.ndarray = leaf.detach().cpu().resolve_conj().numpy()
-        return array
+        return to_array(leaf)  # bfloat16 as ml_dtypes' bfloat16: compared in float64
     return np.asarray(leaf)  # a Python number: 0-d int64, float64 or bool
 
 

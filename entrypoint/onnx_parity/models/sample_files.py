@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from onnx_parity.models.dtypes import BFLOAT16, is_float, to_array
 from onnx_parity.models.lfs import LFS_FIX, lfs_pointer, pointer_message
 from onnx_parity.models.load_errors import SampleError
 
@@ -170,12 +171,9 @@ def _from_torch(tensor: object, where: Where, label: str) -> np.ndarray:
     import torch
 
     assert isinstance(tensor, torch.Tensor)
-    if tensor.dtype == torch.bfloat16:
-        raise where.error(f"holds a bfloat16 tensor ({label}); onnxruntime comparison needs "
-                          "float32/float16 samples", "save `tensor.float()` instead")
     try:
         dense = tensor.to_dense() if tensor.layout != torch.strided else tensor
-        return dense.detach().cpu().resolve_conj().resolve_neg().numpy().copy()
+        return to_array(dense).copy()  # bfloat16 as ml_dtypes' bfloat16, fed as such
     except (TypeError, RuntimeError) as error:
         raise where.error(f"holds a tensor numpy cannot represent ({label}: {tensor.dtype}, "
                           f"{error})", "save it as float32, float16, an integer type or bool"
@@ -209,10 +207,10 @@ def tensor_proto(data: bytes, where: Where) -> tuple[str | None, np.ndarray]:
 
 def checked(array: np.ndarray, where: Where, label: str, seen: Collector) -> np.ndarray:
     """A sample array with a sample axis and a numeric dtype; NaN/Inf become a note."""
-    if array.dtype.kind not in SUPPORTED_KINDS:
+    if array.dtype.kind not in SUPPORTED_KINDS and array.dtype != BFLOAT16:
         raise where.error(f"holds {label} of dtype {array.dtype}, which cannot be compared",
-                          "save float32, float16, float64, an integer type or bool "
-                          "(bfloat16: save `tensor.float()`)")
+                          "save float32, float16, bfloat16 (in a .pt file), float64, an "
+                          "integer type or bool")
     if array.ndim == 0:
         raise where.error(f"holds {label} as a single value with no sample axis",
                           "give the array a leading samples axis, e.g. `x[None]`")
@@ -226,7 +224,7 @@ def checked(array: np.ndarray, where: Where, label: str, seen: Collector) -> np.
 
 
 def _nonfinite_note(array: np.ndarray, label: str) -> str | None:
-    if array.dtype.kind != "f":
+    if not is_float(array):
         return None
     nan, inf = int(np.isnan(array).sum()), int(np.isinf(array).sum())
     if not nan and not inf:

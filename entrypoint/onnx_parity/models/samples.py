@@ -7,16 +7,18 @@ Formats: `.npy`, `.npz`, `.pt` (tensors only, `weights_only=True`), a serialized
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
+from onnx_parity.models.dtypes import cast_array
 from onnx_parity.models.load_errors import SampleError
 from onnx_parity.models.model_zoo import GoldenCase, load_zoo
 from onnx_parity.models.sample_files import Collector, checked, file_arrays
 
-__all__ = ["GoldenCase", "SampleError", "SampleSet", "load_samples"]
+__all__ = ["GoldenCase", "SampleError", "SampleSet", "cast_samples", "load_samples"]
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,15 @@ def load_samples(inputs: dict[str, Path] | Path, repo: Path) -> SampleSet:
     else:
         named = {name: _table_array(name, path, seen) for name, path in inputs.items()}
     return SampleSet(named, tuple(named.values()), (), seen.files, tuple(seen.notes))
+
+
+def cast_samples(samples: SampleSet, dtype: str | None) -> SampleSet:
+    """The float samples cast to `dtype` (the `dtype` key; None: as committed)."""
+    if dtype is None:
+        return samples
+    return dataclasses.replace(
+        samples, named={name: cast_array(array, dtype) for name, array in samples.named.items()},
+        positional=tuple(cast_array(array, dtype) for array in samples.positional))
 
 
 def _table_array(name: str, path: Path, seen: Collector) -> np.ndarray:

@@ -31,6 +31,7 @@ from onnx_parity.models import (
     SampleSet,
     bind_inputs,
     build_model,
+    cast_samples,
     load_finding,
     load_samples,
 )
@@ -47,7 +48,7 @@ from onnx_parity.results import (
     StoredFile,
     VariantResult,
 )
-from onnx_parity.settings import ModelSpec
+from onnx_parity.settings import ModelSpec, at_dtype
 from onnx_parity.variants import VerifiedModel, check_variants, skipped_variants
 from onnx_parity.verification import (
     Assumed,
@@ -192,6 +193,9 @@ def _checked(job: ModelJob, workdir: Path, ledger: Ledger,
         samples = _load(spec, repo, ledger)
     with timer.step("build model"):
         loaded, bound = _build(spec, repo, samples, ledger)
+    # The tolerances the configuration leaves out follow the dtype the model computes in.
+    job = dataclasses.replace(job, spec=at_dtype(spec, loaded.dtype))
+    spec = ledger.spec = job.spec
     with timer.step("export"):
         outcome = export_model(loaded.module, bound, spec, repo, workdir)
         _record_export(outcome, ledger)
@@ -265,7 +269,7 @@ def _localise(built: Built, failure: tuple[CutRun, str, bool], verified: Verifie
 
 
 def _load(spec: ModelSpec, repo: Path, ledger: Ledger) -> SampleSet:
-    samples = load_samples(spec.inputs, repo)
+    samples = cast_samples(load_samples(spec.inputs, repo), spec.dtype)
     ledger.sample_sha256.update(samples.files)
     ledger.findings += sample_notes(samples.notes)
     return samples

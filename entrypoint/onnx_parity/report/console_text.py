@@ -26,7 +26,11 @@ def verdict_word(model: ModelResult) -> str:
 
 
 def diff_text(model: ModelResult) -> str:
-    return "-" if model.max_abs_diff is None else f"{model.max_abs_diff:.2e}"
+    """`7.45e-08`, and `(3,520 left out)` when `compare-mask` left elements out."""
+    if model.max_abs_diff is None:
+        return "-"
+    left_out = sum(c.left_out for c in model.comparisons)
+    return f"{model.max_abs_diff:.2e}" + (f" ({left_out:,} left out)" if left_out else "")
 
 
 def atol_text(model: ModelResult) -> str:

@@ -46,6 +46,8 @@ class ComparisonJson(TypedDict):  # results.OutputComparison
     input_shapes: Shapes
     tolerance_share: Figure
     dimensions: dict[str, int]
+    left_out: int  # elements not compared (compare-mask), where the input left_out_by is 0
+    left_out_by: str | None
 
 
 class AttemptJson(TypedDict):  # results.ExportAttempt

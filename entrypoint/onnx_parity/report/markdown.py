@@ -107,7 +107,23 @@ def _below_table(run: RunResult) -> list[str]:
         lines += [f"_Note: {_inline(note)}; compared all the same._"
                   for note in run.baseline.notes]
     lines += lengths_lines(run)
+    lines += left_out_lines(run)
     return ["", *"\n\n".join(lines).split("\n")] if lines else []
+
+
+def left_out_lines(run: RunResult) -> list[str]:
+    """Per model and output that `compare-mask` masks: how many elements it left out, and why."""
+    lines = []
+    for model in run.models:
+        masked = [c for c in model.comparisons if c.left_out]
+        for output in dict.fromkeys(c.output for c in masked):
+            rows = [c for c in model.comparisons if c.output == output]
+            left_out = sum(c.left_out for c in rows)
+            by = next(c.left_out_by for c in masked if c.output == output)
+            lines.append(f"`{model.name}` compared `{output}` only where `{by}` is not 0 "
+                         f"(`compare-mask`): {left_out:,} of "
+                         f"{left_out + sum(c.total for c in rows):,} elements left out.")
+    return lines
 
 
 def lengths_lines(run: RunResult) -> list[str]:
@@ -229,8 +245,14 @@ def _comparison_table(comparisons: tuple[OutputComparison, ...]) -> list[str]:
         batch = " · ".join([str(c.batch_size), *(f"{k} {v}" for k, v in c.dimensions.items())])
         rows.append(f"| `{c.output}` | {batch} | {_number(c.max_abs_diff)} | "
                     f"{_number(c.max_rel_diff)} | {c.mismatched} of {c.total} "
-                    f"({c.mismatched_percent:.1f}%) | {_number(c.smallest_passing_atol)} |")
+                    f"({c.mismatched_percent:.1f}%){_left_out(c)} | "
+                    f"{_number(c.smallest_passing_atol)} |")
     return rows
+
+
+def _left_out(c: OutputComparison) -> str:
+    """The elements `compare-mask` left out of the comparison, and why."""
+    return f"; {c.left_out} left out (`{c.left_out_by}` = 0)" if c.left_out else ""
 
 
 def _number(value: float | None) -> str:

@@ -81,6 +81,7 @@ def comparison_from_json(data: ComparisonJson) -> OutputComparison:
         input_shapes=_shapes(data.get("input_shapes", {})),
         tolerance_share=_number(data.get("tolerance_share")),
         dimensions=dict(data.get("dimensions", {})),
+        left_out=data.get("left_out", 0), left_out_by=data.get("left_out_by"),
     )
 
 

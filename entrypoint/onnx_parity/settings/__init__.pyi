@@ -4,6 +4,7 @@
 from .config_entry import entry_header, model_entry
 from .config_file import CONFIG_NAME, PYPROJECT_NAME, PYPROJECT_TABLE
 from .dimension_names import Linear, parse_dimension
+from .dtypes import at_dtype
 from .init_request import FLOAT_DTYPES, InitError, InputRequest, NewModel, new_model, weights_option
 from .loading import load_settings
 from .schema import (
@@ -36,6 +37,7 @@ __all__ = [
     "NewModel",
     "Settings",
     "SourceFolders",
+    "at_dtype",
     "declared_keys",
     "entry_header",
     "found_source_folders",

@@ -39,6 +39,14 @@ DEFAULT_OPTIMIZATION = "all"
 DEFAULT_DRIFT_WARNING_RATIO = 10.0
 DEFAULT_REPRO_MAX_MB = 4.0  # a repro folder stays small enough to attach to a bug
 DEFAULT_LOCALISE_MAX_VALUES = 5000  # values marked as outputs at once, at most
+# The dtypes a model may be checked in (`dtype`), and the tolerance defaults (atol, rtol) for a
+# model that computes in each: what the dtype holds (float16 keeps 11 significant bits, about 3
+# decimal digits; bfloat16 8, about 2), with room for a network's accumulated rounding. Measured
+# on a tiny Llama (docs/comparison.md): float16 onnxruntime against float16 PyTorch, max abs diff
+# 3.1e-4 on logits up to 0.42; bfloat16 PyTorch against float32, 2.4e-3.
+DTYPES = ("float32", "float16", "bfloat16")
+DTYPE_TOLERANCES = {"float32": (DEFAULT_ATOL, DEFAULT_RTOL), "float16": (1e-3, 1e-2),
+                    "bfloat16": (1e-2, 5e-2)}
 
 
 def opset_value(value: object, where: str) -> int:
@@ -70,6 +78,20 @@ def tolerance_value(value: object, where: str) -> float:
     if number < 0:
         raise ConfigError(f"{where}: {number} is negative. Use a tolerance >= 0, e.g. 1e-5.")
     return float(number)
+
+
+def dtype_defaults(index: int) -> str:
+    """Each dtype's default atol (index 0) or rtol (1) as the docs show it: `1e-5 (float32)`."""
+    shown = []
+    for dtype, figures in DTYPE_TOLERANCES.items():
+        mantissa, exponent = f"{figures[index]:e}".split("e")
+        shown.append(f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)} ({dtype})")
+    return ", ".join(shown)
+
+
+def dtype_value(value: object, where: str) -> str:
+    return _choice(value, where, DTYPES, "dtype",
+                   " (the dtype the model and its float samples are cast to before export)")
 
 
 def batch_sizes_value(value: object, where: str) -> tuple[int, ...]:

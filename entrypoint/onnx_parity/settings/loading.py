@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from onnx_parity.settings.config_file import Table, find_config
+from onnx_parity.settings.dtypes import check_dtype_variants
 from onnx_parity.settings.model_keys import ALLOW_WARNING_KEYS, MODEL_NAME
 from onnx_parity.settings.schema import Key, ModelSpec, Settings, declared_keys
 from onnx_parity.settings.source_folders import found_source_folders
@@ -111,6 +112,8 @@ def _model(entry: object, index: int, file: Place, common: dict[str, Any],
     check_keys(entry, MODEL_KEYS, place)
     _require(entry, place)
     fields = {**common, **_fields(_read(entry, KEYS, place, root))}
+    check_dtype_variants(fields, place)
+    fields["explicit"] = tuple(sorted(fields))  # set by the user, before defaults are found
     # Without python-path, the factory's package is where the build configuration says.
     fields.setdefault("python_path", found_source_folders(root, fields["factory"]))
     return ModelSpec(**fields)

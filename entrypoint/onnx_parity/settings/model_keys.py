@@ -248,3 +248,55 @@ def _sizes(value: object, where: str) -> tuple[int, ...]:
                           f"Use {fix}.")
     no_duplicates(sizes, where, "list each size once")
     return tuple(int(size) for size in sizes)
+
+
+def compare_mask_value(value: object, context: KeyContext) -> dict[str, str]:
+    """output -> mask input; both must name the mask's axes in `dynamic-axes` by the same labels."""
+    fix = ('a table of output name -> mask input name, e.g. compare-mask = { logits = '
+           '"attention_mask" }')
+    if not isinstance(value, dict) or not value:
+        raise wrong_type(context.where, value, fix)
+    return {output: _mask_input(output, mask, context) for output, mask in value.items()}
+
+
+def _mask_input(output: str, mask: object, context: KeyContext) -> str:
+    where = context.place.at(dotted("compare-mask", output))
+    non_empty(output, context.where, "an output name")
+    name = non_empty(mask, where, 'the name of an input, e.g. "attention_mask"')
+    inputs, outputs = context.read["inputs"], context.read.get("outputs")
+    if isinstance(outputs, tuple) and output not in outputs:
+        raise ConfigError(f'{context.where}: "{shown(output)}" is not an output of this model'
+                          f"{did_you_mean(output, outputs)} Name one of {quoted(outputs)}.")
+    if isinstance(inputs, dict) and name not in inputs:
+        raise ConfigError(f'{where}: "{shown(name)}" is not an input of this model'
+                          f"{did_you_mean(name, tuple(inputs))} Name the input whose zeros mark "
+                          f"the positions to leave out, one of {quoted(tuple(inputs))}.")
+    _same_labels(output, name, context.read.get("dynamic-axes", {}), where)
+    return name
+
+
+def _same_labels(output: str, mask: str, declared: object, where: str) -> None:
+    """Every axis of the mask is matched to the output's axis of the same dimension name."""
+    axes: dict[str, dict[int, str]] = declared if isinstance(declared, dict) else {}
+    mask_labels = tuple(axes.get(mask, {}).values())
+    if not mask_labels:
+        raise ConfigError(
+            f'{where}: the mask "{shown(mask)}" has no axes in `dynamic-axes`, so its axes '
+            "cannot be matched to the output's. Name each axis of the mask there, e.g. "
+            f'dynamic-axes = {{ {shown(mask)} = {{ 0 = "batch", 1 = "sequence" }} }}, and the '
+            "same names on the output's axes.")
+    output_labels = tuple(axes.get(output, {}).values())
+    missing = [label for label in mask_labels if label not in output_labels]
+    if missing:
+        raise ConfigError(
+            f'{where}: the output "{shown(output)}" has no axis named {quoted(tuple(missing))} '
+            f"in `dynamic-axes` (it names {quoted(output_labels) or 'none'}), so the mask's "
+            f'axes cannot be matched to it. Name the output\'s axes with the mask\'s names, '
+            f'e.g. dynamic-axes = {{ {shown(output)} = {{ 0 = "batch", 1 = "sequence" }} }}.')
+    repeated = sorted({label for label in mask_labels
+                       if mask_labels.count(label) > 1 or output_labels.count(label) > 1})
+    if repeated:
+        raise ConfigError(
+            f"{where}: {quoted(tuple(repeated))} names more than one axis of "
+            f'"{shown(mask)}" or "{shown(output)}" in `dynamic-axes`, so the mask\'s axes cannot '
+            "be matched one to one. Give each dimension of the mask to one axis of each.")

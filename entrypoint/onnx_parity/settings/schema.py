@@ -12,10 +12,8 @@ settings/model_keys.py).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NotRequired, TypedDict, TypeVar, Unpack
 
 from onnx_parity.settings.axis_keys import batch_axis_value
 from onnx_parity.settings.checks import (
@@ -29,6 +27,7 @@ from onnx_parity.settings.checks import (
     DEFAULT_REPRO_MAX_MB,
     DEFAULT_RTOL,
     DEFAULT_TIMEOUT_SECONDS,
+    DTYPES,
     EXPORTERS,
     OPTIMIZATION_LEVELS,
     VARIANTS,
@@ -36,6 +35,8 @@ from onnx_parity.settings.checks import (
     batch_sizes_value,
     calibration_value,
     drift_ratio_value,
+    dtype_defaults,
+    dtype_value,
     exporters_value,
     localise_limit_value,
     memory_limit_value,
@@ -48,11 +49,13 @@ from onnx_parity.settings.checks import (
     tolerance_value,
     variants_value,
 )
+from onnx_parity.settings.declaration import DECLARED, Key, choices, plain, setting
 from onnx_parity.settings.model_keys import (
     ALLOW_WARNING_KEYS,
     AllowWarning,
     allow_warnings_value,
     axis_sizes_value,
+    compare_mask_value,
     dynamic_axes_value,
     factory_value,
     inputs_value,
@@ -61,92 +64,11 @@ from onnx_parity.settings.model_keys import (
     weights_value,
 )
 from onnx_parity.settings.source_folders import SourceFolders
-from onnx_parity.settings.values import KeyContext
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS", "EXPORTERS", "OPTIMIZATION_LEVELS", "VARIANTS", "AllowWarning",
     "Key", "ModelSpec", "Settings", "declared_keys",
 ]
-
-T = TypeVar("T")
-Reader = Callable[[object, KeyContext], Any]
-_DECLARED = "onnx_parity.key"
-
-
-@dataclass(frozen=True)
-class Key:
-    """One configuration key, as the loader, the cache and the docs see it."""
-
-    name: str  # as written in TOML
-    field: str  # the ModelSpec field it sets
-    kind: str  # its TOML type, as the docs show it
-    doc: str  # what it means (markdown)
-    read: Reader  # the check: the value as written -> the value ModelSpec holds
-    default: str | None  # the default as the docs show it; None: required
-    model_only: bool  # True: only a [[model]] may set it; else the top level too
-    measured: bool  # False: it only judges finished results (the cache does not re-run)
-    example: str  # a TOML line, e.g. 'opset = 18'
-
-
-def plain(check: Callable[[object, str], T]) -> Callable[[object, KeyContext], T]:
-    """A check that needs only `where`, as a reader."""
-
-    def read(value: object, context: KeyContext) -> T:
-        return check(value, context.where)
-
-    return read
-
-
-class Declaration(TypedDict):
-    """What `setting(...)` says of a key besides its name and default (see Key)."""
-
-    kind: str
-    doc: str
-    check: Reader
-    example: str
-    shown: NotRequired[str]  # the default as the docs write it, when not the value itself
-    model_only: NotRequired[bool]
-    measured: NotRequired[bool]
-
-
-def setting(name: str, default: Any = dataclasses.MISSING, **declared: Unpack[Declaration]) -> Any:
-    """A ModelSpec field declared as configuration key `name`.
-
-    `default` is the field's value when the key is left out (none: the key is required).
-    """
-    key = {"name": name, "kind": declared["kind"], "doc": declared["doc"],
-           "read": declared["check"], "example": declared["example"],
-           "default": _shown_default(default, declared.get("shown")),
-           "model_only": declared.get("model_only", False),
-           "measured": declared.get("measured", True)}
-    metadata = {_DECLARED: key}
-    if default is dataclasses.MISSING:
-        return field(metadata=metadata)
-    if isinstance(default, dict):
-        return field(default_factory=dict, metadata=metadata)
-    return field(default=default, metadata=metadata)
-
-
-def _shown_default(default: object, shown: str | None) -> str | None:
-    if shown is not None or default is dataclasses.MISSING:
-        return shown
-    if isinstance(default, tuple):
-        return "[" + ", ".join(_toml(item) for item in default) + "]"
-    return _toml(default)
-
-
-def _toml(value: object) -> str:
-    if isinstance(value, str):
-        return f'"{value}"'
-    if isinstance(value, float) and 0 < abs(value) < 1e-3:  # 1e-4, not 0.0001
-        mantissa, exponent = f"{value:e}".split("e")
-        return f"{mantissa.rstrip('0').rstrip('.')}e{int(exponent)}"
-    return f"{value:g}" if isinstance(value, float) else str(value)
-
-
-def _choices(values: tuple[str, ...]) -> str:
-    return ", ".join(f'`"{value}"`' for value in values)
-
 
 _OVERRIDES = "Set at the top level for every model, or in a `[[model]]` for that model only."
 
@@ -232,13 +154,30 @@ class ModelSpec:
             f"list keeps your order and names each exporter once. {_OVERRIDES}")
     atol: float = setting(
         "atol", kind="number >= 0", check=plain(tolerance_value), default=DEFAULT_ATOL,
-        example="atol = 1e-4",
+        shown=dtype_defaults(0), example="atol = 1e-4",
         doc="Absolute tolerance of the comparison of onnxruntime's outputs with PyTorch's: an "
-            f"element passes when `|onnx - torch| <= atol + rtol * |torch|`. {_OVERRIDES}")
+            "element passes when `|onnx - torch| <= atol + rtol * |torch|`. Left out, the "
+            f"default of the dtype the model computes in (`dtype`, else its own). {_OVERRIDES}")
     rtol: float = setting(
         "rtol", kind="number >= 0", check=plain(tolerance_value), default=DEFAULT_RTOL,
-        example="rtol = 1e-3",
-        doc=f"Relative tolerance of the same comparison. {_OVERRIDES}")
+        shown=dtype_defaults(1), example="rtol = 1e-3",
+        doc=f"Relative tolerance of the same comparison; left out, as for `atol`. {_OVERRIDES}")
+    dtype: str | None = setting(
+        "dtype", kind=f"one of {choices(DTYPES)}", check=plain(dtype_value), default=None,
+        shown="the model's own", example='dtype = "float32"',
+        doc="The dtype the factory's model and its float samples are cast to before export, e.g. "
+            '`"float32"` to check a bfloat16 checkpoint on a CPU runner (whose onnxruntime has no '
+            "bfloat16 kernel for most operators). `atol`/`rtol` left out take the dtype's "
+            f"defaults; `variants` (built from a float32 check) refuse another. {_OVERRIDES}")
+    compare_mask: dict[str, str] = setting(
+        "compare-mask", kind="table of output name -> input name", check=compare_mask_value,
+        default={}, shown="none (every element is compared)", model_only=True,
+        example='compare-mask = { logits = "attention_mask" }',
+        doc="Outputs compared only where an input (0/1 or boolean) is not 0 (a padded batch's "
+            "padding left out; the report says how many), the mask's axes along the output's of "
+            "the same `dynamic-axes` name: `attention_mask` (batch, sequence) masks `logits` "
+            "(batch, sequence, vocab) and `present.0.key` (batch, heads, sequence, dim) alike.")
+    explicit: tuple[str, ...] = ()  # not a key: the fields the configuration sets (dtypes.py)
     batch_sizes: tuple[int, ...] = setting(
         "batch-sizes", kind="non-empty array of distinct integers >= 1",
         check=plain(batch_sizes_value), default=DEFAULT_BATCH_SIZES, example="batch-sizes = [1, 8]",
@@ -253,7 +192,7 @@ class ModelSpec:
         doc="Memory limit of each model's worker, in megabytes; past it the model gets "
             f"`out-of-memory`. Leave the key out for no limit. {_OVERRIDES}")
     runtime_optimization: str = setting(
-        "runtime-optimization", kind=f"one of {_choices(OPTIMIZATION_LEVELS)}",
+        "runtime-optimization", kind=f"one of {choices(OPTIMIZATION_LEVELS)}",
         check=plain(optimization_value), default=DEFAULT_OPTIMIZATION,
         example='runtime-optimization = "basic"',
         doc="onnxruntime's graph optimization level for the session that runs the model "
@@ -276,13 +215,13 @@ class ModelSpec:
             f"were too large to include. {_OVERRIDES}")
     # Deployment variants built from the verified fp32 model (variants/).
     variants: tuple[str, ...] = setting(
-        "variants", kind=f"array of distinct {_choices(VARIANTS)}",
+        "variants", kind=f"array of distinct {choices(VARIANTS)}",
         check=plain(variants_value), default=(), shown="none",
         example='variants = ["int8-dynamic", "fp16"]',
         doc="Deployment variants built from the verified fp32 model with onnxruntime's own "
             f"tools and checked against PyTorch's fp32 outputs. {_OVERRIDES}")
     calibration: str = setting(
-        "calibration", kind=f"one of {_choices(CALIBRATIONS)}",
+        "calibration", kind=f"one of {choices(CALIBRATIONS)}",
         check=plain(calibration_value), default="minmax", example='calibration = "entropy"',
         doc="How `int8-static` turns the activations seen on the committed samples into int8 "
             f"ranges (onnxruntime's `CalibrationMethod`). {_OVERRIDES}")
@@ -329,8 +268,8 @@ class ModelSpec:
 
 def declared_keys() -> tuple[Key, ...]:
     """Every configuration key, in declaration order (the order of the valid-keys message)."""
-    return tuple(Key(field=f.name, **f.metadata[_DECLARED])
-                 for f in dataclasses.fields(ModelSpec) if _DECLARED in f.metadata)
+    return tuple(Key(field=f.name, **f.metadata[DECLARED])
+                 for f in dataclasses.fields(ModelSpec) if DECLARED in f.metadata)
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ a Python number as a 0-d tensor. The comparison itself is then the same as for a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -51,6 +52,46 @@ def compare_output(output: str, batch_size: int, torch_value: np.ndarray,
     return _result(output, batch_size, reference, candidate, figures)
 
 
+@dataclass(frozen=True)
+class Mask:
+    """Where an output is compared (`compare-mask`): the input's values, non-zero = compared,
+    and for each of its axes the output's axis it lies along."""
+
+    input: str
+    values: np.ndarray
+    axes: tuple[int, ...]
+
+    def keep(self, shape: tuple[int, ...]) -> np.ndarray | None:
+        """The positions of an output of `shape` to compare; None when the mask does not fit
+        that shape (its lengths are not the output's): then every element is compared."""
+        if len(self.axes) != self.values.ndim or max(self.axes, default=len(shape)) >= len(shape):
+            return None
+        order = sorted(range(len(self.axes)), key=lambda index: self.axes[index])
+        laid = np.transpose(self.values != 0, order)
+        sizes = [1] * len(shape)
+        for index in order:
+            sizes[self.axes[index]] = self.values.shape[index]
+        try:
+            return np.broadcast_to(laid.reshape(sizes), shape)
+        except ValueError:
+            return None
+
+
+def compare_masked(output: str, batch_size: int, values: tuple[np.ndarray, np.ndarray],
+                   tolerance: tuple[float, float], mask: Mask | None) -> OutputComparison:
+    """`compare_output` on the positions the mask keeps; the row counts what it left out."""
+    reference, candidate = np.asarray(values[0]), np.asarray(values[1])
+    keep = (mask.keep(reference.shape)
+            if mask is not None and reference.shape == candidate.shape else None)
+    if mask is None or keep is None:
+        return compare_output(output, batch_size, reference, candidate, *tolerance)
+    row = compare_output(output, batch_size, reference[keep], candidate[keep], *tolerance)
+    return dataclasses.replace(row, torch_shape=tuple(int(n) for n in reference.shape),
+                               onnx_shape=tuple(int(n) for n in candidate.shape),
+                               left_out=int(keep.size - np.count_nonzero(keep)),
+                               left_out_by=mask.input)
+
+
 def as_exported(kind: OutputKind, torch_value: np.ndarray,
                 onnx_value: np.ndarray) -> np.ndarray | None:
     """PyTorch's value in the exporter's layout of its kind, when the ONNX value has that layout.
@@ -84,8 +125,10 @@ def _one_number(reference: np.ndarray, candidate: np.ndarray) -> bool:
     return reference.dtype.kind == candidate.dtype.kind and reference.dtype.kind in "fb"
 
 
-def nonfinite_mismatch(torch_value: np.ndarray, onnx_value: np.ndarray) -> int:
-    """Positions where either side is NaN/Inf and the two are not the same special value.
+def nonfinite_mismatch(torch_value: np.ndarray, onnx_value: np.ndarray,
+                       mask: Mask | None = None) -> int:
+    """Positions where either side is NaN/Inf and the two are not the same special value
+    (among those the mask keeps).
 
     This is the count behind the engine's nan-or-inf finding. Shapes that differ cannot be
     aligned and count 0 (the shape-mismatch finding covers them).
@@ -93,6 +136,9 @@ def nonfinite_mismatch(torch_value: np.ndarray, onnx_value: np.ndarray) -> int:
     reference, candidate = np.asarray(torch_value), np.asarray(onnx_value)
     if reference.shape != candidate.shape:
         return 0
+    keep = mask.keep(reference.shape) if mask is not None else None
+    if keep is not None:
+        reference, candidate = reference[keep], candidate[keep]
     with np.errstate(all="ignore"):
         ref, cand = _working(reference, candidate)
         return int(np.count_nonzero(_special_mismatch(ref, cand)))

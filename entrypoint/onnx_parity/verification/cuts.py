@@ -24,8 +24,8 @@ from onnx_parity.models import (
 )
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
-from onnx_parity.verification.compare import as_exported, compare_output, nonfinite_mismatch
-from onnx_parity.verification.outputs import Relaid, output_names
+from onnx_parity.verification.compare import as_exported, compare_masked, nonfinite_mismatch
+from onnx_parity.verification.outputs import Relaid, output_masks, output_names
 from onnx_parity.verification.runtime import RuntimeFailure, Session, run_session
 
 
@@ -80,13 +80,15 @@ def compare_cut(session: Session, bound: BoundInputs, spec: ModelSpec, cut: Cut,
     compared = tuple(ref if new is None else new
                      for (_, _, _, ref, _), new in zip(outputs, laid, strict=True))
     pairs = [(name, ref, out) for (name, *_, out), ref in zip(outputs, compared, strict=True)]
-    shapes = input_shapes(cut.feed)
+    shapes, masks = input_shapes(cut.feed), output_masks(spec, cut.feed)
     rows = tuple(
-        dataclasses.replace(compare_output(name, cut.size, ref, out, spec.atol, spec.rtol),
+        dataclasses.replace(compare_masked(name, cut.size, (ref, out), (spec.atol, spec.rtol),
+                                           masks.get(name)),
                             input_shapes=shapes, dimensions=dict(cut.dimensions))
         for name, ref, out in pairs
     )
-    nonfinite = frozenset(name for name, ref, out in pairs if nonfinite_mismatch(ref, out))
+    nonfinite = frozenset(name for name, ref, out in pairs
+                          if nonfinite_mismatch(ref, out, masks.get(name)))
     relaid = tuple(Relaid(name, onnx_name, kind, ref.dtype.name, out.dtype.name)
                    for (name, onnx_name, kind, ref, out), new in zip(outputs, laid, strict=True)
                    if new is not None)

@@ -8,13 +8,16 @@ Codes built here: `shape-mismatch` (output count, names or shapes), `dtype-misma
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+
+import numpy as np
 
 from onnx_parity.export import ModelFacts
 from onnx_parity.findings import CATALOGUE, Finding, Severity
 from onnx_parity.models import OutputKind, Reference
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
+from onnx_parity.verification.compare import Mask
 
 
 def sample_notes(notes: Iterable[str]) -> list[Finding]:
@@ -45,6 +48,26 @@ def output_names(spec: ModelSpec, reference: Reference,
     if len(names) == len(reference.names) and len(set(names)) == len(names):
         return names
     return onnx_names
+
+
+def output_masks(spec: ModelSpec, feed: Mapping[str, np.ndarray]) -> dict[str, Mask]:
+    """`compare-mask`: output -> where it is compared, the mask input's axes laid along the
+    output's axes of the same `dynamic-axes` name. An output whose mask has an unnamed axis
+    longer than 1 gets none (every element compared: a mask never hides what it cannot place)."""
+    masks: dict[str, Mask] = {}
+    for output, name in spec.compare_mask.items():
+        if name not in feed:
+            continue
+        labels = spec.dynamic_axes.get(name, {})
+        along = {label: axis for axis, label in spec.dynamic_axes.get(output, {}).items()}
+        values = feed[name]
+        unnamed = tuple(axis for axis in range(values.ndim) if axis not in labels)
+        if any(values.shape[axis] != 1 for axis in unnamed) or any(
+                labels[axis] not in along for axis in range(values.ndim) if axis in labels):
+            continue
+        axes = tuple(along[labels[axis]] for axis in range(values.ndim) if axis in labels)
+        masks[output] = Mask(name, values.squeeze(axis=unnamed), axes)
+    return masks
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +145,7 @@ def merge_cuts(rows: list[OutputComparison]) -> list[OutputComparison]:
             smallest_passing_atol=max(known_atols) if len(known_atols) == len(atols) else None,
             passed=all(row.passed for row in same),
             tolerance_share=_max_known(row.tolerance_share for row in same),
+            left_out=sum(row.left_out for row in same),
         ))
     return merged
 
@@ -254,7 +278,15 @@ def describe(c: OutputComparison, spec: ModelSpec, tolerance: bool = True) -> st
               else f"smallest passing atol {c.smallest_passing_atol:.3g}")
     return (f"at batch {c.batch_size}: max abs diff {_g(c.max_abs_diff)} > atol {spec.atol:g} "
             f"(rtol {spec.rtol:g}); {c.mismatched} of {c.total} elements "
-            f"({c.mismatched_percent:.1f}%) outside" + (f"; {needed}" if tolerance else ""))
+            f"({c.mismatched_percent:.1f}%) outside" + (f"; {needed}" if tolerance else "")
+            + left_out_text(c))
+
+
+def left_out_text(c: OutputComparison) -> str:
+    """'; 12 elements left out where attention_mask is 0 (compare-mask)', or nothing."""
+    if not c.left_out:
+        return ""
+    return (f"; {c.left_out} element(s) left out where {c.left_out_by} is 0 (compare-mask)")
 
 
 def _g(value: float | None) -> str:

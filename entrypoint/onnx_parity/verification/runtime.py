@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+import ml_dtypes
 import numpy as np
 
 from onnx_parity.ansi import strip_ansi
@@ -15,6 +17,8 @@ from onnx_parity.export import native_stderr
 from onnx_parity.locations import shorten
 
 T = TypeVar("T")
+BFLOAT16 = np.dtype(ml_dtypes.bfloat16)
+ONNX_BFLOAT16 = 16  # onnx.TensorProto.BFLOAT16
 WARNING_LEVEL = 2  # onnxruntime severities: 0 verbose, 1 info, 2 warning, 3 error
 # The `runtime-optimization` names (settings/schema.py) as onnxruntime.GraphOptimizationLevel.
 GRAPH_LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
@@ -60,8 +64,35 @@ def open_session(model: Path, optimization: str = "all", threads: int = 0) -> Se
 
 
 def run_session(session: Session, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    if _has_bfloat16(session, feed):
+        return _native_call(lambda: _run_bfloat16(session.handle, feed))
     outputs = _native_call(lambda: session.handle.run(None, feed))
     return [np.asarray(value) for value in outputs]
+
+
+def _has_bfloat16(session: Session, feed: dict[str, np.ndarray]) -> bool:
+    return (any(array.dtype == BFLOAT16 for array in feed.values())
+            or any(item.type == "tensor(bfloat16)" for item in session.handle.get_outputs()))
+
+
+def _run_bfloat16(handle: Any, feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """numpy has no bfloat16 onnxruntime knows: such inputs go in as OrtValues of element type
+    BFLOAT16 and such outputs come out as their bytes, read as ml_dtypes' bfloat16."""
+    import onnxruntime
+
+    values = {name: (onnxruntime.OrtValue.ortvalue_from_numpy_with_onnx_type(
+                         np.ascontiguousarray(array).view(np.uint16), ONNX_BFLOAT16)
+                     if array.dtype == BFLOAT16
+                     else onnxruntime.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(array)))
+              for name, array in feed.items()}
+    return [_as_array(value) for value in handle.run_with_ort_values(None, values)]
+
+
+def _as_array(value: Any) -> np.ndarray:
+    if value.data_type() != "tensor(bfloat16)":
+        return np.asarray(value.numpy())
+    raw = (ctypes.c_char * value.tensor_size_in_bytes()).from_address(value.data_ptr())
+    return np.frombuffer(bytes(raw), np.uint16).reshape(value.shape()).view(BFLOAT16)
 
 
 def _native_call(call: Callable[[], T]) -> T:

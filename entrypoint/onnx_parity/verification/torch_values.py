@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.locations import NOWHERE, Location, repo_relative
-from onnx_parity.models import Call
+from onnx_parity.models import Call, to_array
 
 
 class LocalisationTimeout(Exception):
@@ -31,8 +31,7 @@ def as_array(value: Any) -> np.ndarray:
     tensor = value.detach().cpu()
     if tensor.is_complex():
         tensor = torch.view_as_real(tensor)
-    array: np.ndarray = tensor.numpy()
-    return array
+    return to_array(tensor)  # bfloat16 as ml_dtypes' bfloat16, which .numpy() refuses
 
 
 def fx_values(program: Any, call: Call, deadline: float, wanted: frozenset[str] | None = None

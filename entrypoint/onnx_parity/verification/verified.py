@@ -41,7 +41,12 @@ from onnx_parity.verification.outputs import (
     merge_cuts,
 )
 from onnx_parity.verification.repeats import merge_repeats
-from onnx_parity.verification.run_failures import native_line, reference_finding, runtime_finding
+from onnx_parity.verification.run_failures import (
+    load_failure_finding,
+    native_line,
+    reference_finding,
+    runtime_finding,
+)
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
 from onnx_parity.verification.self_check import self_check
 
@@ -129,7 +134,7 @@ def verify_model(torch_side: TorchSide, exported: Exported, spec: ModelSpec, rep
     try:
         session = open_session(exported.model.path, spec.runtime_optimization, threads)
     except RuntimeFailure as error:
-        verified.findings.append(runtime_finding("onnxruntime cannot load the model", error))
+        verified.findings.append(load_failure_finding(error, exported.model.path))
         verified.findings += evidence.findings()
         return verified
     runner = Runner(module, session, bound, spec, exported.export_batch)
