@@ -80,7 +80,8 @@ def configuration_page(_root: Path) -> str:
 
 def _key_row(key: Key) -> str:
     default = "required" if key.default is None else _code(key.default)
-    scope = "`[[model]]`" if key.model_only else "top level and `[[model]]`"
+    scope = ("`[[model]]`" if key.model_only else "top level" if key.top_only
+             else "top level and `[[model]]`")
     measured = "yes" if key.measured else "no"
     return (f'| <a id="{key.name}"></a>`{key.name}` | {key.kind} | {default} | {scope} '
             f"| {measured} | {_cell(key.doc)} |\n")

@@ -3,6 +3,7 @@
 
 from .batches import batch_plan
 from .binding import BoundInputs, bind_inputs
+from .checkpoints import checkpoint_classes
 from .factory import LoadedModel, build_model
 from .load_errors import LoadError, load_finding
 from .model_zoo import GoldenCase
@@ -37,6 +38,7 @@ __all__ = [
     "batch_plan",
     "bind_inputs",
     "build_model",
+    "checkpoint_classes",
     "companion_pins",
     "dimensions",
     "input_shapes",

@@ -44,8 +44,12 @@ def seed_everything() -> None:
 def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
     import torch
 
+    if spec.factory is None:  # a `transformers` folder instead
+        from onnx_parity.models.checkpoints import build_checkpoint
+
+        return build_checkpoint(spec, repo)
     seed_everything()
-    factory = _import_factory(spec, repo)
+    factory = _import_factory(spec.factory, spec, repo)
     module = _call_factory(spec.factory, factory, repo)
     if not isinstance(module, torch.nn.Module):
         raise LoadError(
@@ -59,8 +63,8 @@ def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
     return LoadedModel(module, findings)
 
 
-def _import_factory(spec: ModelSpec, repo: Path) -> Any:
-    return import_callable(spec.factory, repo, "factory",
+def _import_factory(reference: str, spec: ModelSpec, repo: Path) -> Any:
+    return import_callable(reference, repo, "factory",
                            "a class or function that returns the model", spec.python_path)
 
 

@@ -3,8 +3,10 @@
 
 from .config_entry import entry_header, model_entry
 from .config_file import CONFIG_NAME, PYPROJECT_NAME, PYPROJECT_TABLE
+from .environment import resolved_env
 from .init_request import FLOAT_DTYPES, InitError, InputRequest, NewModel, new_model, weights_option
 from .loading import load_settings
+from .model_sources import command_arguments
 from .schema import (
     DEFAULT_TIMEOUT_SECONDS,
     EXPORTERS,
@@ -34,12 +36,14 @@ __all__ = [
     "NewModel",
     "Settings",
     "SourceFolders",
+    "command_arguments",
     "declared_keys",
     "entry_header",
     "found_source_folders",
     "load_settings",
     "model_entry",
     "new_model",
+    "resolved_env",
     "source_root",
     "weights_option",
 ]
