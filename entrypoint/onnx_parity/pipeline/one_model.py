@@ -191,7 +191,8 @@ def _checked(job: ModelJob, workdir: Path, ledger: Ledger,
     with timer.step("build model"):
         loaded, bound = _build(spec, repo, samples, ledger)
     with timer.step("export"):
-        outcome = export_model(loaded.module, bound, spec, repo, workdir)
+        outcome = export_model(loaded.module, bound, spec, repo, workdir,
+                               localise.deadline_for(spec.timeout_seconds, timer.started))
         _record_export(outcome, ledger)
     if outcome.model is None:
         if outcome.frozen:

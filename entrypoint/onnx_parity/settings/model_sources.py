@@ -44,7 +44,7 @@ def export_command_value(value: object, context: KeyContext) -> str:
         raise ConfigError(
             f'{where}: "{shown(text)}" does not say where to write the ONNX file. Put '
             f"{PLACEHOLDER} where the command takes the output path; write {_COMMAND}.")
-    return text
+    return text.strip()
 
 
 def command_arguments(command: str, onnx: Path) -> list[str]:
