@@ -171,3 +171,37 @@ def test_a_bad_command_is_exit_2(tmp_path: Path, line: str, expected: str) -> No
     config.write_text(text, encoding="utf-8")
     with pytest.raises(ConfigError, match=expected):
         load_settings(repo)
+
+
+def request_for(names: tuple[str, ...] = ("x",)):
+    from onnx_parity.export.exporters import ExportRequest
+
+    return ExportRequest(module=None, args=(), input_names=names, output_names=("y",),
+                         dynamic_axes={}, opset=18)
+
+
+def test_a_command_past_its_deadline_is_stopped_and_quoted(tmp_path: Path) -> None:
+    import time
+
+    from onnx_parity.export.command import command_export
+
+    script = "import time; print('warming up', flush=True); time.sleep(60)"
+    began = time.monotonic()
+    exported, [failure] = command_export(f'python -c "{script}" {{onnx}}', request_for(),
+                                         tmp_path / "m.onnx", time.monotonic() + 2)
+    assert exported is None
+    assert time.monotonic() - began < 20
+    assert failure.kind == "export-error"
+    assert failure.message.startswith("it ran past the 2 s left of the model's `timeout-seconds` "
+                                      "and was stopped; its last output: warming up")
+    assert "raise `timeout-seconds`" in (failure.fix or "")
+
+
+def test_a_program_that_does_not_exist_is_an_export_error(tmp_path: Path) -> None:
+    from onnx_parity.export.command import command_export
+
+    exported, [failure] = command_export("no-such-exporter-program {onnx}", request_for(),
+                                         tmp_path / "m.onnx", None)
+    assert exported is None
+    assert failure.message.startswith("it could not be started: no-such-exporter-program: No "
+                                      "such file or directory")
