@@ -205,3 +205,17 @@ def test_a_program_that_does_not_exist_is_an_export_error(tmp_path: Path) -> Non
     assert exported is None
     assert failure.message.startswith("it could not be started: no-such-exporter-program: No "
                                       "such file or directory")
+
+
+def test_the_script_a_command_names_is_in_the_cache_fingerprint(tmp_path: Path) -> None:
+    from onnx_parity.pipeline.cache.fingerprint import command_files, environment, fingerprint_key
+
+    repo = write_repo(tmp_path).resolve()
+    script = repo / "scripts" / "export_onnx.py"
+    (repo / "scripts" / "__init__.py").write_text("", encoding="utf-8")
+    assert command_files(COMMAND, repo) == [script]
+    assert command_files("python -m scripts.export_onnx --out {onnx}", repo) == [script]
+    [spec] = load_settings(repo).models
+    before = fingerprint_key(spec, repo, environment())
+    script.write_text(script.read_text(encoding="utf-8") + "\n# changed\n", encoding="utf-8")
+    assert fingerprint_key(spec, repo, environment()) != before

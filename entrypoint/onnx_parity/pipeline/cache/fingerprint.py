@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shlex
 import sys
 from collections.abc import Mapping, Sequence
 from importlib import metadata
@@ -58,6 +59,9 @@ def fingerprint_key(spec: ModelSpec, repo: Path, env: dict[str, object]) -> str:
         "files": {_relative(path, root): file_sha256(path) for path in input_files(spec)},
         "factory_module": _factory_file(spec, root),
     }
+    if spec.export_command is not None:
+        document["command_files"] = {_relative(path, root): file_sha256(path)
+                                     for path in command_files(spec.export_command, root)}
     return _digest(document)
 
 
@@ -73,6 +77,19 @@ def input_files(spec: ModelSpec) -> list[Path]:
     found: list[Path] = []
     for path in paths:
         found += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
+    return found
+
+
+def command_files(command: str, root: Path) -> list[Path]:
+    """The repository's files an `export-command` names: a script (`python scripts/x.py`) or
+    a module (`python -m scripts.x`). The worker's read record keeps the Python sources only
+    of its own imports, not of the command's process, so the command's own are named here."""
+    arguments = shlex.split(command)
+    found: list[Path] = []
+    for previous, argument in zip(["", *arguments], arguments, strict=False):
+        path = module_file(root, argument) if previous == "-m" else root / argument
+        if path is not None and path.is_file() and path.resolve().is_relative_to(root):
+            found.append(path)
     return found
 
 
