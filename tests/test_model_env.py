@@ -187,3 +187,11 @@ def test_bad_names_values_and_places_are_refused(tmp_path: Path) -> None:
     assert "expected a table of variable name -> string" in refused(tmp_path / "d", 'env = "A=1"')
     message = refused(tmp_path / "e", "", 'env = { A = "1" }\n')
     assert 'model "scaled": key "env": only the top level sets this key' in message
+
+
+def test_the_cli_stops_with_exit_2_naming_the_variable(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, 'env = { GITHUB_TOKEN = "ghp_x", OMP_NUM_THREADS = "8" }')
+    run = run_cli("check", cwd=repo)
+    assert run.code == 2
+    assert 'onnx-parity.toml: key "env": GITHUB_TOKEN cannot be set here: it is a credential' \
+        in run.stdout + run.stderr
