@@ -329,7 +329,8 @@ def test_safe_model_names_are_accepted(tmp_path: Path, name: str) -> None:
 
 @pytest.mark.parametrize(
     ("removed", "fix"),
-    [("name", 'name = "my-model"'), ("factory", 'factory = "models.net:build_model"'),
+    [("name", 'name = "my-model"'), ("factory", 'factory = "models.net:build_model" (or, for a folder that save_pretrained '
+                'wrote, transformers = "checkpoints/tiny-llama")'),
      ("inputs", 'inputs = { input = "samples/input.npy" }')],
 )
 def test_missing_required_keys(tmp_path: Path, removed: str, fix: str) -> None:

@@ -64,7 +64,8 @@ def configuration_page(_root: Path) -> str:
         + "# Configuration keys\n\n"
         "Every key of `onnx-parity.toml` (or of `[tool.onnx-parity]` in `pyproject.toml`). "
         "A key marked *top level and `[[model]]`* set at the top level applies to every model, "
-        "and a `[[model]]` may override it for itself. A key that only judges finished results "
+        "and a `[[model]]` may override it for itself; one marked *top level* applies to the "
+        "whole run and no `[[model]]` may set it. A key that only judges finished results "
         "(*re-runs a cached model: no*) changes the verdict without running the model again.\n\n"
         "| Key | Type | Default | Set in | Re-runs a cached model | Meaning |\n"
         "|---|---|---|---|---|---|\n" + "".join(rows)
@@ -80,7 +81,8 @@ def configuration_page(_root: Path) -> str:
 
 def _key_row(key: Key) -> str:
     default = "required" if key.default is None else _code(key.default)
-    scope = "`[[model]]`" if key.model_only else "top level and `[[model]]`"
+    scope = ("`[[model]]`" if key.model_only else "top level" if key.top_only
+             else "top level and `[[model]]`")
     measured = "yes" if key.measured else "no"
     return (f'| <a id="{key.name}"></a>`{key.name}` | {key.kind} | {default} | {scope} '
             f"| {measured} | {_cell(key.doc)} |\n")

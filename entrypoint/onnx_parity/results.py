@@ -326,6 +326,8 @@ class RunResult:
     baseline: Baseline | None = None
     # How a shard's models were chosen (sha256 of the durations it balanced by; "" by name).
     shard_plan: str | None = None
+    # The variables the configuration's `env` set for the model's code: names, never values.
+    env: tuple[str, ...] = ()
 
     @property
     def passed(self) -> bool:

@@ -12,7 +12,7 @@ def model_findings(facts: ModelFacts, spec: ModelSpec) -> list[Finding]:
     if facts.checker_error:
         findings.append(Finding("onnx-checker", f"onnx.checker: {facts.checker_error}",
                                 evidence=facts.checker_error))
-    if facts.opset != spec.opset:
+    if facts.opset != spec.opset and spec.export_command is None:  # a command picks its own
         findings.append(Finding(
             "opset-mismatch",
             f"asked for opset {spec.opset}, the exported model declares opset {facts.opset}",

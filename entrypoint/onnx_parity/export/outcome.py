@@ -15,6 +15,7 @@ from typing import Any
 from onnx_parity.export.assumed import AssumedShapes, read_assumed
 from onnx_parity.export.assumptions import ShapeAssumption
 from onnx_parity.export.capture import CapturedWarning
+from onnx_parity.export.command import command_export
 from onnx_parity.export.constant_shapes import ConstantShape
 from onnx_parity.export.export_batch import HardCodedBatch, choose_export_batch
 from onnx_parity.export.exporters import Exported, ExportRequest, export
@@ -57,12 +58,15 @@ class ExportOutcome:
 
 
 def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
-                 folder: Path) -> ExportOutcome:
-    """The model is written into `folder` (the worker's work folder) as `<name>.onnx`."""
+                 folder: Path, deadline: float | None = None) -> ExportOutcome:
+    """The model is written into `folder` (the worker's work folder) as `<name>.onnx`; an
+    `export-command` must be done by `deadline` (time.monotonic())."""
     batch, frozen = choose_export_batch(module, bound, spec, repo)
     request = _request(module, bound, spec, start=0, batch=batch)
     destination = folder / f"{spec.name}.onnx"
-    exported, failures = _try_exporters(spec.exporters, request, destination)
+    exported, failures = (  # the user's own export instead of ours (export/command.py)
+        _try_exporters(spec.exporters, request, destination) if spec.export_command is None
+        else command_export(spec.export_command, request, destination, deadline))
     tried: list[Exported | ExportFailure] = [*failures, *([exported] if exported else [])]
     attempts = tuple(_attempt(item) for item in tried)
     other = (_other_exporter(spec.exporters, request, failures, _scratch(destination, "other"))
@@ -72,7 +76,8 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
         findings += warning_findings(exported.warnings, repo, spec.allow_warnings)
         findings += _second_trace(module, bound, spec, exported, batch)
     assumed = (read_assumed(exported.exporter, exported.program, exported.model.path, request,
-                            dimensions(spec, bound), repo) if exported else AssumedShapes())
+                            dimensions(spec, bound), repo)
+               if exported and spec.export_command is None else AssumedShapes())
     return ExportOutcome(
         exporter=exported.exporter if exported else None,
         model=exported.model if exported else None,

@@ -3,6 +3,7 @@
 
 from .batches import batch_plan
 from .binding import BoundInputs, bind_inputs
+from .checkpoints import checkpoint_classes
 from .dtypes import to_array
 from .factory import LoadedModel, build_model
 from .load_errors import LoadError, load_finding
@@ -39,6 +40,7 @@ __all__ = [
     "bind_inputs",
     "build_model",
     "cast_samples",
+    "checkpoint_classes",
     "companion_pins",
     "dimensions",
     "input_shapes",

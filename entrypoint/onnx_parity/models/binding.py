@@ -234,7 +234,8 @@ def _batch_note(batch: int | None) -> str:
 
 
 def type_name(spec: ModelSpec) -> str:
-    return spec.factory.partition(":")[2] or spec.factory
+    reference = spec.factory or spec.name  # a `transformers` folder has no factory
+    return reference.partition(":")[2] or reference
 
 
 def _quoted(names: list[str] | tuple[str, ...]) -> str:

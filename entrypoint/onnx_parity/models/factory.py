@@ -47,8 +47,14 @@ def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
 
     from onnx_parity.models.dtypes import cast_module, module_dtype
 
+    if spec.factory is None:  # a `transformers` folder instead
+        from onnx_parity.models.checkpoints import build_checkpoint
+
+        checkpoint = build_checkpoint(spec, repo).module
+        cast_module(checkpoint, spec.dtype)
+        return LoadedModel(checkpoint, (), module_dtype(checkpoint))
     seed_everything()
-    factory = _import_factory(spec, repo)
+    factory = _import_factory(spec.factory, spec, repo)
     module = _call_factory(spec.factory, factory, repo)
     if not isinstance(module, torch.nn.Module):
         raise LoadError(
@@ -63,8 +69,8 @@ def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
     return LoadedModel(module, findings, module_dtype(module))
 
 
-def _import_factory(spec: ModelSpec, repo: Path) -> Any:
-    return import_callable(spec.factory, repo, "factory",
+def _import_factory(reference: str, spec: ModelSpec, repo: Path) -> Any:
+    return import_callable(reference, repo, "factory",
                            "a class or function that returns the model", spec.python_path)
 
 

@@ -29,7 +29,7 @@ from onnx_parity.pipeline.threads import thread_budget
 from onnx_parity.pipeline.torch_pool import TorchWorkerPool
 from onnx_parity.pipeline.worker_failures import worker_finding
 from onnx_parity.results import ModelResult, RunResult
-from onnx_parity.settings import ModelSpec, Settings
+from onnx_parity.settings import ModelSpec, Settings, resolved_env
 
 JOB_FUNCTION = "onnx_parity.pipeline.one_model:run_model"
 LIBRARIES = ("torch", "onnx", "onnxruntime", "onnxscript", "numpy")
@@ -54,8 +54,12 @@ def versions() -> dict[str, str]:
     return found
 
 
-def worker_environment(environ: Mapping[str, str]) -> dict[str, str]:
-    env = without_credentials(environ)
+def worker_environment(environ: Mapping[str, str],
+                       configured: Mapping[str, str] | None = None) -> dict[str, str]:
+    """What the zygote starts with, and every worker inherits: the run's environment without
+    credentials, then the configuration's `env` (resolved), then what the tool sets itself
+    (settings/environment.py refuses `env` names among those)."""
+    env = {**without_credentials(environ), **(configured or {})}
     env["PYTHONIOENCODING"] = "utf-8"  # an ascii console must not break exporter output
     return env
 
@@ -67,7 +71,7 @@ def run_models(settings: Settings, specs: tuple[ModelSpec, ...], workers: Worker
 
     With a cache, a model whose fingerprint matches an entry reuses it and starts no worker.
     """
-    keys = _fingerprints(specs, settings.repo) if cache else {}
+    keys = _fingerprints(specs, settings) if cache else {}
     reused = _cached(specs, keys, cache, settings.repo, workers.workdir, on_event)
     for result in reused.values():
         if on_model is not None:
@@ -86,12 +90,13 @@ def run_models(settings: Settings, specs: tuple[ModelSpec, ...], workers: Worker
 
     _run_workers(settings, missing, workers, on_event, collect)
     models = tuple(reused.get(spec.name) or fresh[spec.name] for spec in specs)
-    return RunResult(settings.relative(settings.config_path), versions(), models)
+    return RunResult(settings.relative(settings.config_path), versions(), models,
+                     env=tuple(sorted(settings.env)))
 
 
-def _fingerprints(specs: Sequence[ModelSpec], repo: Path) -> dict[str, str]:
-    env = environment()
-    return {spec.name: fingerprint_key(spec, repo, env) for spec in specs}
+def _fingerprints(specs: Sequence[ModelSpec], settings: Settings) -> dict[str, str]:
+    env = environment(settings.env)
+    return {spec.name: fingerprint_key(spec, settings.repo, env) for spec in specs}
 
 
 def _cached(specs: Sequence[ModelSpec], keys: dict[str, str], cache: ModelCache | None,
@@ -115,7 +120,8 @@ def _run_workers(settings: Settings, specs: tuple[ModelSpec, ...], workers: Work
     pool_jobs = [Job(spec.name, ModelJob(spec, settings.repo, threads), spec.timeout_seconds,
                      spec.memory_limit_mb) for spec in specs]
     with TorchWorkerPool(JOB_FUNCTION, workers.workdir, slots,
-                         worker_environment(workers.environ),
+                         worker_environment(workers.environ,
+                                            resolved_env(settings.env, settings.repo)),
                          preimports=installed_imports(specs, settings.repo)) as pool:
         return pool.run(pool_jobs, on_event, on_outcome)
 

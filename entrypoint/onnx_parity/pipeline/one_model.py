@@ -197,7 +197,8 @@ def _checked(job: ModelJob, workdir: Path, ledger: Ledger,
     job = dataclasses.replace(job, spec=at_dtype(spec, loaded.dtype))
     spec = ledger.spec = job.spec
     with timer.step("export"):
-        outcome = export_model(loaded.module, bound, spec, repo, workdir)
+        outcome = export_model(loaded.module, bound, spec, repo, workdir,
+                               localise.deadline_for(spec.timeout_seconds, timer.started))
         _record_export(outcome, ledger)
     if outcome.model is None:
         if outcome.frozen:

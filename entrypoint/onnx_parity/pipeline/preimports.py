@@ -20,6 +20,7 @@ from collections.abc import Iterable, Sequence
 from importlib import metadata
 from pathlib import Path
 
+from onnx_parity.models import checkpoint_classes
 from onnx_parity.settings import ModelSpec
 
 # A repository whose factories reach more modules than this is read no further.
@@ -39,7 +40,10 @@ def installed_imports(specs: Sequence[ModelSpec], repo: Path) -> tuple[str, ...]
     own = (root, folders)
     installed = set(metadata.packages_distributions())
     wanted: dict[str, set[str]] = {}
-    queue = [spec.factory.partition(":")[0] for spec in specs]
+    queue = [spec.factory.partition(":")[0] for spec in specs if spec.factory]
+    for spec in specs:  # a transformers folder: the package and the class its config names
+        if spec.transformers is not None:
+            _keep(wanted, "transformers", checkpoint_classes(spec.transformers), installed, own)
     read: set[Path] = set()
     while queue and len(read) < MAX_FILES:
         module = queue.pop()

@@ -231,6 +231,7 @@ class RunJson(TypedDict):
     configured_models: list[str]
     configuration_sha256: str | None
     baseline: BaselineJson | None
+    env: NotRequired[list[str]]  # the names `env` set (absent in older reports)
 
 
 class Accepted(TypedDict):

@@ -58,7 +58,7 @@ def _table(run: RunResult) -> list[str]:
 
 def _row(model: ModelResult) -> str:
     cells = [STATUS[model.passed], f"`{model.name}`" + CACHED_MARK * model.cached,
-             model.exporter or "—", _opset(model), _diff_cell(model), shapes(model),
+             _inline(model.exporter or "—"), _opset(model), _diff_cell(model), shapes(model),
              _codes(model.findings)]
     return "| " + " | ".join(cells) + " |"
 
@@ -201,7 +201,8 @@ def _model_section(model: ModelResult, source_base: str | None, detail: int) -> 
         lines += ["", *_comparison_table(model.comparisons)]
     if detail == FULL and model.attempts:
         lines += ["", "Exporters tried: " + "; ".join(
-            f"{a.exporter} {'succeeded' if a.succeeded else 'failed'}" for a in model.attempts)]
+            f"{_inline(a.exporter)} {'succeeded' if a.succeeded else 'failed'}"
+            for a in model.attempts)]
     return [*lines, "", "</details>"]
 
 

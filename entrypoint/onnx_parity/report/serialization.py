@@ -124,6 +124,7 @@ def run_to_json(run: RunResult) -> RunJson:
         "configured_models": list(run.configured_models),
         "configuration_sha256": run.configuration_sha256,
         "baseline": cast(BaselineJson | None, encode(run.baseline)),
+        "env": list(run.env),
     }
 
 
@@ -266,7 +267,7 @@ def _run(data: RunJson) -> RunResult:
                      configured_models=tuple(data.get("configured_models") or ()),
                      configuration_sha256=data.get("configuration_sha256"),
                      baseline=_baseline_from_json(data.get("baseline")),
-                     shard_plan=data.get("shard_plan"))
+                     shard_plan=data.get("shard_plan"), env=tuple(data.get("env") or ()))
 
 
 def model_from_json(item: ModelJson) -> ModelResult:

@@ -5,8 +5,10 @@ from .config_entry import entry_header, model_entry
 from .config_file import CONFIG_NAME, PYPROJECT_NAME, PYPROJECT_TABLE
 from .dimension_names import Linear, parse_dimension
 from .dtypes import at_dtype
+from .environment import resolved_env
 from .init_request import FLOAT_DTYPES, InitError, InputRequest, NewModel, new_model, weights_option
 from .loading import load_settings
+from .model_sources import command_arguments
 from .schema import (
     DEFAULT_TIMEOUT_SECONDS,
     EXPORTERS,
@@ -38,6 +40,7 @@ __all__ = [
     "Settings",
     "SourceFolders",
     "at_dtype",
+    "command_arguments",
     "declared_keys",
     "entry_header",
     "found_source_folders",
@@ -45,6 +48,7 @@ __all__ = [
     "model_entry",
     "new_model",
     "parse_dimension",
+    "resolved_env",
     "source_root",
     "weights_option",
 ]

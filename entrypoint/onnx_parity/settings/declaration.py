@@ -29,6 +29,7 @@ class Key:
     model_only: bool  # True: only a [[model]] may set it; else the top level too
     measured: bool  # False: it only judges finished results (the cache does not re-run)
     example: str  # a TOML line, e.g. 'opset = 18'
+    top_only: bool = False  # True: only the top level may set it (a field of Settings)
 
 
 def plain(check: Callable[[object, str], T]) -> Callable[[object, KeyContext], T]:

@@ -16,6 +16,7 @@ from typing import Any
 from onnx_parity.settings.config_file import Table, find_config
 from onnx_parity.settings.dtypes import check_dtype_variants
 from onnx_parity.settings.model_keys import ALLOW_WARNING_KEYS, MODEL_NAME
+from onnx_parity.settings.model_sources import MODEL_SOURCES, missing_source
 from onnx_parity.settings.schema import Key, ModelSpec, Settings, declared_keys
 from onnx_parity.settings.source_folders import found_source_folders
 from onnx_parity.settings.values import ConfigError, KeyContext, Place, check_keys, show_value
@@ -24,9 +25,10 @@ __all__ = ["ALLOW_WARNING_KEYS", "MODEL_KEYS", "TOP_KEYS", "load_settings"]
 
 KEYS = declared_keys()
 # Settable at the top level (for every model) and in a [[model]].
-OVERRIDABLE = tuple(key for key in KEYS if not key.model_only)
-TOP_KEYS = (*(key.name for key in OVERRIDABLE), "model")
-MODEL_KEYS = tuple(key.name for key in KEYS)
+OVERRIDABLE = tuple(key for key in KEYS if not key.model_only and not key.top_only)
+TOP_ONLY = tuple(key for key in KEYS if key.top_only)  # Settings' own keys
+TOP_KEYS = (*(key.name for key in (*OVERRIDABLE, *TOP_ONLY)), "model")
+MODEL_KEYS = tuple(key.name for key in KEYS if not key.top_only)
 
 # ---------------------------------------------------------------------------------------------
 # Entry point
@@ -40,7 +42,8 @@ def load_settings(repo: Path, config: Path | None = None) -> Settings:
     check_keys(found.table, TOP_KEYS, place, belongs_in_model=MODEL_KEYS)
     common = _fields(_read(found.table, OVERRIDABLE, place, root))
     models = _models(found.table, place, common, root)
-    return Settings(repo=root, config_path=found.path.resolve(), models=models)
+    top = _fields(_read(found.table, TOP_ONLY, place, root))
+    return Settings(repo=root, config_path=found.path.resolve(), models=models, **top)
 
 
 def _read(table: Table, keys: Iterable[Key], place: Place, root: Path) -> dict[str, Any]:
@@ -109,13 +112,14 @@ def _model(entry: object, index: int, file: Place, common: dict[str, Any],
             f"{place.here()}: expected a table, got {show_value(entry)}. Declare each model in "
             "its own [[model]] section with name, factory and inputs."
         )
+    _top_level_only(entry, place)
     check_keys(entry, MODEL_KEYS, place)
     _require(entry, place)
     fields = {**common, **_fields(_read(entry, KEYS, place, root))}
     check_dtype_variants(fields, place)
     fields["explicit"] = tuple(sorted(fields))  # set by the user, before defaults are found
     # Without python-path, the factory's package is where the build configuration says.
-    fields.setdefault("python_path", found_source_folders(root, fields["factory"]))
+    fields.setdefault("python_path", found_source_folders(root, fields.get("factory") or ""))
     return ModelSpec(**fields)
 
 
@@ -131,4 +135,15 @@ def _require(entry: Table, place: Place) -> None:
         if key.default is None and key.name not in entry:
             raise ConfigError(
                 f"{place.at(key.name)}: missing. Add it to this [[model]], e.g. {key.example}."
+            )
+    if not any(name in entry for name in MODEL_SOURCES):
+        raise missing_source(place)
+
+
+def _top_level_only(entry: Table, place: Place) -> None:
+    for key in TOP_ONLY:
+        if key.name in entry:
+            raise ConfigError(
+                f"{place.at(key.name)}: only the top level sets this key (it applies to every "
+                "model of the run). Move it above the first [[model]]."
             )

@@ -67,6 +67,9 @@ def _dotted_identifier(text: str) -> bool:
 def weights_value(value: object, context: KeyContext) -> Path:
     raw = string(value, context.where,
                  'a path to a state_dict file, e.g. weights = "weights/model.pt"')
+    if "transformers" in context.read:
+        raise ConfigError(f"{context.where}: `weights` does not apply to a `transformers` folder, "
+                          "whose *.safetensors are the weights. Remove `weights`.")
     return weights_path(context.root, raw, context.where)
 
 

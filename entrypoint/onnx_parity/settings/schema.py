@@ -50,6 +50,7 @@ from onnx_parity.settings.checks import (
     variants_value,
 )
 from onnx_parity.settings.declaration import DECLARED, Key, choices, plain, setting
+from onnx_parity.settings.environment import env_value
 from onnx_parity.settings.model_keys import (
     ALLOW_WARNING_KEYS,
     AllowWarning,
@@ -63,6 +64,7 @@ from onnx_parity.settings.model_keys import (
     outputs_value,
     weights_value,
 )
+from onnx_parity.settings.model_sources import export_command_value, transformers_value
 from onnx_parity.settings.source_folders import SourceFolders
 
 __all__ = [
@@ -86,12 +88,18 @@ class ModelSpec:
         doc="Unique among the models; it becomes the file name `<name>.onnx`, so it may use "
             "only ASCII letters, digits, `.`, `_` and `-`, is 1-128 characters long and starts "
             "with a letter, digit or `_`.")
-    factory: str = setting(
-        "factory", kind='string `"module:callable"`', check=plain(factory_value),
-        model_only=True, example='factory = "models.net:build_model"',
+    factory: str | None = setting(
+        "factory", kind='string `"module:callable"`', check=plain(factory_value), default=None,
+        shown="required unless `transformers` is set", model_only=True,
+        example='factory = "models.net:build_model"',
         doc="A dotted module path, a colon, then a dotted attribute (`\"pkg.zoo:Models.resnet\"` "
             "works too). It is imported from the source folders (`python-path`), then the "
             "repository root; calling it with no arguments returns the `nn.Module`.")
+    transformers: Path | None = setting(
+        "transformers", kind="folder path", check=transformers_value, default=None,
+        shown="none", model_only=True, example='transformers = "checkpoints/tiny-llama"',
+        doc="In place of `factory`: a `save_pretrained` folder (`config.json`, `*.safetensors`), "
+            "built offline with the class its config names (else `AutoModel`).")
     # Absolute paths, each checked to lie inside the repository.
     weights: Path | None = setting(
         "weights", kind="path", check=weights_value, default=None, shown="none",
@@ -152,6 +160,12 @@ class ModelSpec:
         example='exporter = ["torchscript", "dynamo"]',
         doc="The exporters to try, in order; `\"auto\"` is `[\"dynamo\", \"torchscript\"]`. A "
             f"list keeps your order and names each exporter once. {_OVERRIDES}")
+    export_command: str | None = setting(
+        "export-command", kind="string", check=export_command_value, default=None,
+        shown="none", model_only=True, example='export-command = "python export.py --out {onnx}"',
+        doc="Your own export instead of `exporter`: run without a shell in the model's worker, "
+            "in the repository root, `{onnx}` replaced by the path to write; that file is "
+            "checked, and the report names the command as the exporter.")
     atol: float = setting(
         "atol", kind="number >= 0", check=plain(tolerance_value), default=DEFAULT_ATOL,
         shown=dtype_defaults(0), example="atol = 1e-4",
@@ -267,9 +281,10 @@ class ModelSpec:
 
 
 def declared_keys() -> tuple[Key, ...]:
-    """Every configuration key, in declaration order (the order of the valid-keys message)."""
-    return tuple(Key(field=f.name, **f.metadata[DECLARED])
-                 for f in dataclasses.fields(ModelSpec) if DECLARED in f.metadata)
+    """Every key, in declaration order (the valid-keys message's): ModelSpec's, then Settings'."""
+    owners = ((ModelSpec, False), (Settings, True))  # Settings' keys: the top level only
+    return tuple(Key(field=f.name, top_only=top, **f.metadata[DECLARED]) for owner, top in owners
+                 for f in dataclasses.fields(owner) if DECLARED in f.metadata)
 
 
 @dataclass(frozen=True)
@@ -277,6 +292,11 @@ class Settings:
     repo: Path
     config_path: Path
     models: tuple[ModelSpec, ...]
+    env: dict[str, str] = setting(  # top level only: one zygote serves every model
+        "env", {}, kind="table of name -> string", check=env_value, shown="none",
+        example='env = { YOLO_OFFLINE = "1", MPLCONFIGDIR = ".cache/matplotlib" }',
+        doc="Environment variables for the model's code, set before anything is imported; a "
+            "value starting with `.` is a path from the repository root.")
 
     def relative(self, path: Path) -> str:
         """A path as the user wrote it: relative to the repository, with forward slashes."""

@@ -58,6 +58,14 @@ NEEDS_DYNAMO = ("localising a mismatch to a line needs the dynamo exporter (`exp
                 '"dynamo"`), whose graph records where each node comes from')
 
 
+def _needs_dynamo(spec: ModelSpec) -> str:
+    """Why localising needs dynamo's program, and how to get one for this model."""
+    if spec.export_command is None:
+        return NEEDS_DYNAMO
+    return ("the file comes from `export-command`, and localising a mismatch to a line needs "
+            "the tool's own dynamo export: run the check once without `export-command`")
+
+
 @dataclass(frozen=True)
 class Localisation:
     """What localising needs, all of it in the worker's memory."""
@@ -144,8 +152,8 @@ def localise(request: Localisation, run: CutRun, output: str, drift: bool = Fals
             attempt, f"onnxruntime cannot run the graph's values: {error.message}"))
     if not compared:
         reason = ("no value of the exported graph has a counterpart in PyTorch"
-                  if request.program is not None else "the TorchScript graph names no module "
-                  f"scope of a leaf module; {NEEDS_DYNAMO}")
+                  if request.program is not None else "the graph names no module scope of a "
+                  f"leaf module; {_needs_dynamo(request.spec)}")
         return Localised(attempt.output, _empty(attempt, reason))
     return _judged(attempt, graph, compared, skipped)
 
@@ -158,7 +166,8 @@ def _judged(attempt: _Attempt, graph: Graph, compared: list[Compared],
     nodes = tuple(_node(c, first is not None and c.value == first.value) for c in compared)
     unlocalised = None
     if first is None:
-        hint = "" if attempt.request.program is not None else f"; {NEEDS_DYNAMO}"
+        hint = ("" if attempt.request.program is not None
+                else f"; {_needs_dynamo(attempt.request.spec)}")
         unlocalised = ("every compared value is within the tolerance: the drift comes from "
                        "code no compared value covers" + hint)
     divergence = _divergence(attempt, nodes, skipped, unlocalised)

@@ -13,8 +13,9 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from importlib import metadata
 from pathlib import Path
 
@@ -27,15 +28,20 @@ from onnx_parity.settings import ModelSpec, declared_keys
 NOT_MEASURED = frozenset(key.field for key in declared_keys() if not key.measured)
 
 
-def environment() -> dict[str, object]:
-    """What every model's result depends on: the tool, Python and the installed packages."""
+def environment(env: Mapping[str, str] | None = None) -> dict[str, object]:
+    """What every model's result depends on: the tool, Python, the installed packages, and the
+    variables the configuration's `env` sets (as written: a relative path stays relative)."""
     packages: dict[str, str] = {}
     for dist in metadata.distributions():
         name = str(dist.metadata["Name"] or "").lower().replace("_", "-")
         if name:
             packages.setdefault(name, dist.version)
-    return {"tool": __version__, "python": sys.version,
-            "distributions": sorted(f"{name}=={version}" for name, version in packages.items())}
+    found: dict[str, object] = {
+        "tool": __version__, "python": sys.version,
+        "distributions": sorted(f"{name}=={version}" for name, version in packages.items())}
+    if env:  # left out when unset: keys of runs without `env` stay as they were
+        found["env"] = dict(sorted(env.items()))
+    return found
 
 
 def spec_document(spec: ModelSpec, repo: Path, *, measured_only: bool) -> dict[str, object]:
@@ -53,6 +59,9 @@ def fingerprint_key(spec: ModelSpec, repo: Path, env: dict[str, object]) -> str:
         "files": {_relative(path, root): file_sha256(path) for path in input_files(spec)},
         "factory_module": _factory_file(spec, root),
     }
+    if spec.export_command is not None:
+        document["command_files"] = {_relative(path, root): file_sha256(path)
+                                     for path in command_files(spec.export_command, root)}
     return _digest(document)
 
 
@@ -62,17 +71,32 @@ def configuration_sha256(specs: Sequence[ModelSpec], repo: Path) -> str:
 
 
 def input_files(spec: ModelSpec) -> list[Path]:
-    """Weights and sample files; every file inside a bundle folder."""
+    """Weights and sample files; every file inside a bundle or a `transformers` folder."""
     named = list(spec.inputs.values()) if isinstance(spec.inputs, dict) else [spec.inputs]
-    paths = ([spec.weights] if spec.weights is not None else []) + named
+    paths = [path for path in (spec.weights, spec.transformers) if path is not None] + named
     found: list[Path] = []
     for path in paths:
         found += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
     return found
 
 
+def command_files(command: str, root: Path) -> list[Path]:
+    """The repository's files an `export-command` names: a script (`python scripts/x.py`) or
+    a module (`python -m scripts.x`). The worker's read record keeps the Python sources only
+    of its own imports, not of the command's process, so the command's own are named here."""
+    arguments = shlex.split(command)
+    found: list[Path] = []
+    for previous, argument in zip(["", *arguments], arguments, strict=False):
+        path = module_file(root, argument) if previous == "-m" else root / argument
+        if path is not None and path.is_file() and path.resolve().is_relative_to(root):
+            found.append(path)
+    return found
+
+
 def _factory_file(spec: ModelSpec, root: Path) -> list[str | None]:
     """A factory module that did not exist yet must not match an entry once it does."""
+    if spec.factory is None:  # a transformers folder: its files are among input_files
+        return [None, None]
     path = module_file(root, spec.factory.partition(":")[0], spec.python_path.folders)
     return [None, None] if path is None else [_relative(path, root), file_sha256(path)]
 
