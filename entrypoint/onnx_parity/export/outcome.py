@@ -26,6 +26,7 @@ from onnx_parity.export.review import (
     trace_divergence,
     warning_findings,
 )
+from onnx_parity.export.structured import export_request
 from onnx_parity.findings import Finding
 from onnx_parity.model_files import ModelFile, remove_model
 from onnx_parity.models import (
@@ -87,12 +88,7 @@ def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,
              batch: int) -> ExportRequest:
     feed = _export_feed(module, bound, spec, batch_arrays(bound.arrays, bound.names, start,
                                                           batch))
-    args, kwargs = as_call(feed, bound)
-    return ExportRequest(
-        module=module, args=args, input_names=bound.names, output_names=spec.outputs,
-        dynamic_axes=spec.dynamic_axes, opset=spec.opset, kwargs=kwargs,
-        parameters=tuple(bound.parameter(name) for name in bound.names),
-    )
+    return export_request(module, bound, spec, feed)
 
 
 def _export_feed(module: Any, bound: BoundInputs, spec: ModelSpec,

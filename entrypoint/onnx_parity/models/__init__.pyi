@@ -4,6 +4,7 @@
 from .batches import batch_plan
 from .binding import BoundInputs, bind_inputs
 from .factory import LoadedModel, build_model
+from .flat_call import FlatInputs, flat_inputs, has_structure
 from .load_errors import LoadError, load_finding
 from .model_zoo import GoldenCase
 from .probe import ProbeResult, probe_model
@@ -24,6 +25,7 @@ __all__ = [
     "BoundInputs",
     "Call",
     "Dimension",
+    "FlatInputs",
     "GoldenCase",
     "LoadError",
     "LoadedModel",
@@ -39,6 +41,8 @@ __all__ = [
     "build_model",
     "companion_pins",
     "dimensions",
+    "flat_inputs",
+    "has_structure",
     "input_shapes",
     "installed_version",
     "load_finding",
