@@ -128,3 +128,215 @@ def test_a_diffusers_unet_called_with_return_dict_false_passes(tmp_path: Path) -
     assert inputs == ["sample", "timestep", "encoder_hidden_states"]  # the constant is no input
     parity = json.loads((tmp_path / "out" / "m.parity.json").read_text(encoding="utf-8"))
     assert parity["forward_kwargs"] == {"return_dict": False}
+
+
+LAYERS, KV_HEADS, HEAD_DIM = 2, 2, 8  # the tiny Llama's: 32 wide, 4 heads, 2 of them for keys
+PRESENTS = [f"present.{layer}.{part}" for layer in range(LAYERS) for part in ("key", "value")]
+
+
+@pytest.mark.slow
+def test_a_causal_lm_with_use_cache_is_exported_with_its_cache_flat_and_named(
+        tmp_path: Path) -> None:
+    ids = rng().integers(0, 64, (4, 6)).astype(np.int64)
+    model = '''factory = "models.library:llama"
+    forward-kwargs = { use_cache = true }
+    dynamic-axes = { input_ids = { 0 = "batch", 1 = "sequence" }, attention_mask = { 0 = "batch", 1 = "sequence" } }
+    '''
+    result, onnx_file = checked(tmp_path, model, {"input_ids": ids,
+                                                  "attention_mask": np.ones_like(ids)})
+    assert result["passed"], failures(result)
+    assert onnx_names(onnx_file) == (["input_ids", "attention_mask"], ["logits", *PRESENTS])
+    assert {c["output"] for c in result["comparisons"]} == {"logits", *PRESENTS}
+    assert result["dimension_sizes"]["sequence"][0] == 6  # and the sweep's other lengths passed
+    assert len(result["dimension_sizes"]["sequence"]) > 1
+
+
+def decoding_step(past: int) -> dict[str, np.ndarray]:
+    """One decoding step in optimum's layout: a new token, the mask over past + 1 positions,
+    and each layer's past keys and values (batch, kv_heads, past, head_dim)."""
+    r = rng()
+    step = {"input_ids": r.integers(0, 64, (4, 1)).astype(np.int64),
+            "attention_mask": np.ones((4, past + 1), dtype=np.int64)}
+    for layer in range(LAYERS):
+        for part in ("key", "value"):
+            step[f"past_key_values.{layer}.{part}"] = \
+                r.standard_normal((4, KV_HEADS, past, HEAD_DIM)).astype(np.float32)
+    return step
+
+
+@pytest.mark.slow
+def test_a_llama_decoding_step_takes_its_cache_as_flat_past_inputs(tmp_path: Path) -> None:
+    pasts = [f"past_key_values.{layer}.{part}" for layer in range(LAYERS)
+             for part in ("key", "value")]
+    axes = ", ".join(f'"{name}" = {{ 0 = "batch", 2 = "past" }}' for name in pasts)
+    # "past" and "total" (= past + 1) are unlinked until dimensions can say "past + 1": kept at
+    # the committed lengths, so the sweep does not feed a mask that contradicts the cache.
+    sizes = ", ".join(f'"{name}" = {{ 2 = [3] }}' for name in pasts)
+    model = f'''factory = "models.library:llama"
+    forward-kwargs = {{ use_cache = true }}
+    dynamic-axes = {{ input_ids = {{ 0 = "batch" }}, attention_mask = {{ 0 = "batch", 1 = "total" }}, {axes} }}
+    axis-sizes = {{ attention_mask = {{ 1 = [4] }}, {sizes} }}
+    '''
+    result, onnx_file = checked(tmp_path, model, decoding_step(past=3))
+    assert result["passed"], failures(result)
+    assert onnx_names(onnx_file) == (["input_ids", "attention_mask", *pasts],
+                                     ["logits", *PRESENTS])
+    shapes = {c["output"]: c for c in result["comparisons"] if c["batch_size"] == 2}
+    assert set(shapes) == {"logits", *PRESENTS}
+
+
+@pytest.mark.slow
+def test_dotted_inputs_bind_into_a_dict_argument_and_a_dict_output_is_named(
+        tmp_path: Path) -> None:
+    r = rng()
+    samples = {"x": r.standard_normal((4, 6)).astype(np.float32),
+               "added_cond_kwargs.text_embeds": r.standard_normal((4, 4)).astype(np.float32),
+               "added_cond_kwargs.time_ids": r.standard_normal((4, 6)).astype(np.float32)}
+    model = '''factory = "models.library:Conditioned"
+    forward-kwargs = { scale = 0.5 }
+    exporter = ["torchscript"]
+    dynamic-axes = { x = { 0 = "batch" }, "added_cond_kwargs.text_embeds" = { 0 = "batch" }, "added_cond_kwargs.time_ids" = { 0 = "batch" } }
+    '''
+    result, onnx_file = checked(tmp_path, model, samples)
+    assert result["passed"], failures(result)
+    assert result["exporter"] == "torchscript"  # the constant bound, not a graph input
+    assert onnx_names(onnx_file) == (list(samples), ["sample", "bias"])
+    assert result["forward_kwargs"] == {"scale": 0.5}
+
+
+def test_a_dotted_input_whose_first_part_forward_does_not_take_is_a_load_error(
+        tmp_path: Path) -> None:
+    r = rng()
+    samples = {"x": r.standard_normal((4, 6)).astype(np.float32),
+               "conditions.text_embeds": r.standard_normal((4, 4)).astype(np.float32)}
+    result, _ = checked(tmp_path, 'factory = "models.library:Conditioned"\n', samples)
+    [(code, message)] = failures(result)
+    assert code == "load-error"
+    assert '"conditions.text_embeds"' in message
+    assert '"conditions" is none of its' in message
+
+
+# ---- forward-kwargs in the configuration: exit 2 naming the key and the fix ----
+
+CONFIG = '[[model]]\nname = "m"\nfactory = "models.library:llama"\n' \
+         'inputs = { input_ids = "samples/ids.npy", "past_key_values.0.key" = "samples/k.npy" }\n'
+
+
+def config_error(tmp_path: Path, line: str) -> str:
+    from onnx_parity.settings.loading import load_settings
+    from onnx_parity.settings.values import ConfigError
+
+    (tmp_path / "onnx-parity.toml").write_text(CONFIG + line + "\n", encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        load_settings(tmp_path)
+    return str(raised.value)
+
+
+def test_forward_kwargs_are_read_as_typed_constants(tmp_path: Path) -> None:
+    from onnx_parity.settings.loading import load_settings
+
+    (tmp_path / "onnx-parity.toml").write_text(
+        CONFIG + 'forward-kwargs = { use_cache = true, logits_to_keep = 1, attn = "eager", '
+        "scale = 0.5 }\n", encoding="utf-8")
+    [spec] = load_settings(tmp_path).models
+    assert spec.forward_kwargs == {"use_cache": True, "logits_to_keep": 1, "attn": "eager",
+                                   "scale": 0.5}
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("forward-kwargs = { input_ids = 1 }", '"input_ids" is also in `inputs`'),
+    ("forward-kwargs = { past_key_values = false }", '"past_key_values" is also in `inputs`'),
+    ("forward-kwargs = { use_cache = [true] }", "expected a boolean, a number or a string"),
+    ("forward-kwargs = { use_cache = { a = 1 } }", "expected a boolean, a number or a string"),
+    ("forward-kwargs = { scale = nan }", "is not a finite number"),
+    ('forward-kwargs = { "use-cache" = true }', "is not a Python identifier"),
+    ("forward-kwargs = {}", "expected a table of forward's keyword"),
+    ("forward-kwargs = true", "expected a table of forward's keyword"),
+])
+def test_a_bad_forward_kwargs_value_names_the_key_and_the_fix(tmp_path: Path, line: str,
+                                                              said: str) -> None:
+    message = config_error(tmp_path, line)
+    assert "onnx-parity.toml" in message
+    assert "forward-kwargs" in message
+    assert said in message
+
+
+def test_a_forward_kwarg_also_in_inputs_ends_the_cli_with_exit_2(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, 'factory = "models.library:Conditioned"\n'
+                      "forward-kwargs = { x = 1 }\n", {"x": np.zeros((2, 6), np.float32)})
+    run = run_cli("check", cwd=repo, out=tmp_path / "out")
+    assert run.code == 2, run.stdout + run.stderr
+    assert '"x" is also in `inputs`' in run.stderr
+
+
+# ---- one flattening of any output, and dotted names checked ----
+
+def test_every_output_structure_flattens_to_named_leaves_without_a_crash() -> None:
+    import collections
+    import dataclasses
+
+    import torch
+    from diffusers.models.unets.unet_2d_condition import UNet2DConditionOutput
+    from transformers import DynamicCache
+    from transformers.modeling_outputs import CausalLMOutputWithPast
+
+    from onnx_parity.models.output_tree import flatten
+
+    t = torch.zeros(1)
+    pair = collections.namedtuple("pair", "low high")
+
+    @dataclasses.dataclass
+    class Out:
+        a: torch.Tensor
+        rest: tuple
+
+    c = torch.zeros(1, 1, 1, 1)  # (batch, heads, length, head dim)
+    cache = DynamicCache(ddp_cache_data=[(c, c + 1), (c + 2, c + 3)])
+    cases = {
+        "tensor": (t, [None], False),
+        "tuple": ((t, (t, None, 3)), ["0", "1.0", "1.2"], False),
+        "dict": ({"x": t, "y": [t]}, ["x", "y.0"], True),
+        "namedtuple": (pair(t, t), ["low", "high"], True),
+        "dataclass": (Out(t, (t,)), ["a", "rest.0"], True),
+        "BaseOutput": (UNet2DConditionOutput(sample=t), ["sample"], True),
+        "ModelOutput": (CausalLMOutputWithPast(logits=t, past_key_values=cache),
+                        ["logits", *PRESENTS], True),
+        "tuple with a cache": ((t, cache), ["0", *PRESENTS], True),
+        "unknown object": ((t, object()), ["0"], False),
+    }
+    for case, (value, names, named) in cases.items():
+        flat = flatten(value)
+        assert (list(flat.names()), flat.named) == (names, named), case
+    assert [float(leaf) for leaf in flatten(cache).leaves] == [0, 1, 2, 3]  # layer order
+
+
+@pytest.mark.parametrize(("names", "said"), [
+    (["x", "cond..a"], 'input name(s) "cond..a" have an empty part'),
+    (["x", "cond", "cond.a"], 'gives "cond" both whole and by dotted names'),
+    (["cache.0.key", "cache.0.value", "cache.extra"], '"cache" mixes cache inputs'),
+    (["cache.0.key", "cache.0.value", "cache.1.key"], 'lacks "cache.1.value"'),
+    (["cache.1.key", "cache.1.value"], 'lacks "cache.0.key", "cache.0.value"'),
+    (["cond.a", "cond.a.b"], '"cond.a" is a tensor and holds "cond.a.b" too'),
+])
+def test_malformed_dotted_inputs_are_load_errors_naming_them(names: list[str],
+                                                             said: str) -> None:
+    from onnx_parity.models import LoadError
+    from onnx_parity.models.call_arguments import check_dotted
+
+    with pytest.raises(LoadError) as raised:
+        check_dotted(names, "m")
+    assert said in str(raised.value)
+
+
+def test_dotted_members_build_nested_dicts_and_a_dynamic_cache() -> None:
+    import torch
+    from transformers import DynamicCache
+
+    from onnx_parity.models.call_arguments import build_argument
+
+    t = torch.ones(1, 2, 3, 4)
+    assert build_argument({"a": t, "b.c": t}) == {"a": t, "b": {"c": t}}
+    cache = build_argument({"0.key": t, "0.value": t * 2, "1.key": t * 3, "1.value": t * 4})
+    assert isinstance(cache, DynamicCache)
+    assert cache.get_seq_length() == 3
+    assert [float(layer.values[0, 0, 0, 0]) for layer in cache.layers] == [2, 4]

@@ -108,6 +108,7 @@ class Ledger:
             onnx_files=self.onnx_files, sample_sha256=dict(self.sample_sha256),
             variants=tuple(self.variants),
             runtime_optimization=self.spec.runtime_optimization,
+            forward_kwargs=dict(self.spec.forward_kwargs),
             axis_sizes=dict(self.axis_sizes), dimension_sizes=dict(self.dimension_sizes),
             lengths=dict(self.lengths),
             divergence=self.divergence, repro=self.repro,
