@@ -333,10 +333,11 @@ def test_dotted_members_build_nested_dicts_and_a_dynamic_cache() -> None:
     from transformers import DynamicCache
 
     from onnx_parity.models.call_arguments import build_argument
+    from onnx_parity.models.output_tree import flatten
 
     t = torch.ones(1, 2, 3, 4)
     assert build_argument({"a": t, "b.c": t}) == {"a": t, "b": {"c": t}}
     cache = build_argument({"0.key": t, "0.value": t * 2, "1.key": t * 3, "1.value": t * 4})
     assert isinstance(cache, DynamicCache)
     assert cache.get_seq_length() == 3
-    assert [float(layer.values[0, 0, 0, 0]) for layer in cache.layers] == [2, 4]
+    assert [float(leaf[0, 0, 0, 0]) for leaf in flatten(cache).leaves] == [1, 2, 3, 4]
