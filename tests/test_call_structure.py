@@ -341,3 +341,24 @@ def test_dotted_members_build_nested_dicts_and_a_dynamic_cache() -> None:
     assert isinstance(cache, DynamicCache)
     assert cache.get_seq_length() == 3
     assert [float(leaf[0, 0, 0, 0]) for leaf in flatten(cache).leaves] == [1, 2, 3, 4]
+
+
+@pytest.mark.slow
+def test_a_failing_model_exported_through_the_wrapper_is_localised(tmp_path: Path) -> None:
+    r = rng()
+    samples = {"x": r.standard_normal((4, 6)).astype(np.float32),
+               "added_cond_kwargs.text_embeds": r.standard_normal((4, 4)).astype(np.float32),
+               "added_cond_kwargs.time_ids": r.standard_normal((4, 6)).astype(np.float32)}
+    model = '''factory = "models.library:Conditioned"
+    atol = 0.0
+    rtol = 0.0
+    dynamic-axes = { x = { 0 = "batch" }, "added_cond_kwargs.text_embeds" = { 0 = "batch" }, "added_cond_kwargs.time_ids" = { 0 = "batch" } }
+    '''
+    result, _ = checked(tmp_path, model, samples)
+    assert "crash" not in [code for code, _ in failures(result)]
+    found = [f for f in result["findings"] if f["code"] == "parity-mismatch"]
+    assert found  # atol 0: float rounding differs somewhere
+    localised = [f["details"]["first_divergence"] for f in found
+                 if "first_divergence" in f["details"]]
+    assert localised  # the wrapper's program ran with the flat call, at the user's line
+    assert localised[0]["file"] == "models/library.py"

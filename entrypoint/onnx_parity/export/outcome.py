@@ -55,13 +55,16 @@ class ExportOutcome:
     # What the export assumed of the declared dimensions, which the ONNX file does not check.
     assumptions: tuple[ShapeAssumption, ...] = ()  # dynamo: its guards and ranges
     constant_shapes: tuple[ConstantShape, ...] = ()  # TorchScript: its baked sizes
+    # The module the exporters saw and how it is called, when it is not the user's own: the
+    # flat wrapper of a call with structure (export/structured.py), which localisation runs.
+    exported: tuple[Any, BoundInputs] | None = None
 
 
 def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
                  folder: Path) -> ExportOutcome:
     """The model is written into `folder` (the worker's work folder) as `<name>.onnx`."""
     batch, frozen = choose_export_batch(module, bound, spec, repo)
-    request = _request(module, bound, spec, start=0, batch=batch)
+    request, flat = _request(module, bound, spec, start=0, batch=batch)
     destination = folder / f"{spec.name}.onnx"
     exported, failures = _try_exporters(spec.exporters, request, destination)
     tried: list[Exported | ExportFailure] = [*failures, *([exported] if exported else [])]
@@ -81,11 +84,12 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
         findings=tuple(merge_branches(findings)),
         program=exported.program if exported else None,
         assumptions=assumed.assumptions, constant_shapes=assumed.constant_shapes,
+        exported=(request.module, flat) if request.module is not module else None,
     )
 
 
 def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,
-             batch: int) -> ExportRequest:
+             batch: int) -> tuple[ExportRequest, BoundInputs]:
     feed = _export_feed(module, bound, spec, batch_arrays(bound.arrays, bound.names, start,
                                                           batch))
     return export_request(module, bound, spec, feed)
@@ -173,8 +177,8 @@ def _second_trace(module: Any, bound: BoundInputs, spec: ModelSpec, exported: Ex
     start = max(1, bound.sample_count - batch)
     scratch = _scratch(exported.model.path, "retrace")
     try:
-        again = export("torchscript", _request(module, bound, spec, start=start, batch=batch),
-                       scratch)
+        again = export("torchscript",
+                       _request(module, bound, spec, start=start, batch=batch)[0], scratch)
         second = _operators(again.model)
     except ExportFailure:
         return []

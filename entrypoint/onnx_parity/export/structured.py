@@ -25,7 +25,9 @@ from onnx_parity.settings import ModelSpec
 
 
 def export_request(module: Any, bound: BoundInputs, spec: ModelSpec,
-                   feed: dict[str, Any]) -> ExportRequest:
+                   feed: dict[str, Any]) -> tuple[ExportRequest, BoundInputs]:
+    """The request, and how its module is called (`as_call(feed, bound)`): the user's own
+    binding, or the wrapper's flat one."""
     named, names = _output_names(module, bound, feed)
     if has_structure(bound, named):
         flat = flat_inputs(module, bound)
@@ -36,7 +38,7 @@ def export_request(module: Any, bound: BoundInputs, spec: ModelSpec,
         output_names=spec.outputs or (_distinct(names, bound.names) if named else ()),
         dynamic_axes=spec.dynamic_axes, opset=spec.opset, kwargs=kwargs,
         parameters=tuple(bound.parameter(name) for name in bound.names),
-    )
+    ), bound
 
 
 def _distinct(outputs: tuple[str, ...], inputs: tuple[str, ...]) -> tuple[str, ...]:
