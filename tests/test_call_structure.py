@@ -362,3 +362,26 @@ def test_a_failing_model_exported_through_the_wrapper_is_localised(tmp_path: Pat
                  if "first_divergence" in f["details"]]
     assert localised  # the wrapper's program ran with the flat call, at the user's line
     assert localised[0]["file"] == "models/library.py"
+
+
+@pytest.mark.parametrize("text", [
+    "Constant tensor lifted_tensor_0 is not in the constants dictionary",
+    "Unsupported output type: <class 'transformers.cache_utils.DynamicCache'>",
+])
+def test_an_export_error_on_a_cache_object_says_how_to_flatten_it(tmp_path: Path,
+                                                                    text: str) -> None:
+    from torch._export.verifier import SpecViolationError
+
+    from onnx_parity.export.failures import AttemptLog, classify
+    from onnx_parity.export.review import failure_finding
+
+    try:
+        raise RuntimeError("Failed to convert the exported program") from \
+            SpecViolationError(text)
+    except RuntimeError as error:
+        failure = classify("dynamo", error, AttemptLog())
+    finding = failure_finding(failure, tmp_path, (), fallback_used=False)
+    assert finding.code == "export-error"
+    assert "past_key_values.N.key" in finding.suggested_fix
+    assert "present.N.key" in finding.suggested_fix
+    assert "other exporter" not in finding.suggested_fix

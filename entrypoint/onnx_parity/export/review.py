@@ -65,7 +65,7 @@ def failure_finding(error: ExportFailure, repo: Path, allowed: tuple[AllowWarnin
             allowed,
         )
     return Finding("export-error", f"{error.exporter} failed: {error.message}", file=file,
-                   line=line)
+                   line=line, fix=error.fix)
 
 
 def warning_findings(warnings: tuple[CapturedWarning, ...], repo: Path,
