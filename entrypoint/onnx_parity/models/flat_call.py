@@ -75,6 +75,9 @@ def _flat_call_class() -> type:
         def __init__(self, model: Any, bound: BoundInputs, parameters: tuple[str, ...]):
             super().__init__()
             self.model = model
+            # The model's mode, not a new module's training mode: TorchScript's export switches
+            # the wrapper to eval and back, and train() back would reach the model's Dropout.
+            self.training = bool(getattr(model, "training", False))
             self._bound = dataclasses.replace(bound, arrays={})  # the call's shape, no samples
             signature = inspect.Signature([
                 inspect.Parameter(name, inspect.Parameter.POSITIONAL_OR_KEYWORD)
