@@ -181,8 +181,13 @@ def test_a_llama_decoding_step_takes_its_cache_as_flat_past_inputs(tmp_path: Pat
     assert result["passed"], failures(result)
     assert onnx_names(onnx_file) == (["input_ids", "attention_mask", *pasts],
                                      ["logits", *PRESENTS])
-    shapes = {c["output"]: c for c in result["comparisons"] if c["batch_size"] == 2}
-    assert set(shapes) == {"logits", *PRESENTS}
+    rows = {c["output"]: c for c in result["comparisons"] if c["batch_size"] == 2}
+    assert set(rows) == {"logits", *PRESENTS}
+    assert rows["present.0.key"]["torch_shape"] == [2, KV_HEADS, 4, HEAD_DIM]  # past + 1
+    assert rows["present.0.key"]["onnx_shape"] == [2, KV_HEADS, 4, HEAD_DIM]
+    # the guards of the wrapper's inputs are read in the configured names, not its parameters'
+    said = " ".join(f["message"] for f in result["findings"])
+    assert "past_key_values_0_key" not in said
 
 
 @pytest.mark.slow
@@ -385,3 +390,25 @@ def test_an_export_error_on_a_cache_object_says_how_to_flatten_it(tmp_path: Path
     assert "past_key_values.N.key" in finding.suggested_fix
     assert "present.N.key" in finding.suggested_fix
     assert "other exporter" not in finding.suggested_fix
+
+
+def test_an_encoder_decoder_cache_is_named_as_optimum_names_it() -> None:
+    import torch
+    from transformers import DynamicCache, EncoderDecoderCache
+
+    from onnx_parity.models.output_tree import flatten
+
+    c = torch.zeros(1, 1, 1, 1)
+    cache = EncoderDecoderCache(DynamicCache(ddp_cache_data=[(c, c)]),
+                                DynamicCache(ddp_cache_data=[(c, c)]))
+    assert flatten(cache).names() == ("present.0.decoder.key", "present.0.decoder.value",
+                                      "present.0.encoder.key", "present.0.encoder.value")
+
+
+def test_the_wrappers_parameters_are_distinct_identifiers() -> None:
+    from onnx_parity.models.flat_call import identifiers
+
+    assert identifiers(("input_ids", "past_key_values.0.key", "past_key_values_0_key", "0",
+                        "self", "in", "a-b")) == (
+        "input_ids", "past_key_values_0_key", "past_key_values_0_key_2", "_0", "_self", "_in",
+        "a_b")

@@ -22,6 +22,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import keyword
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -52,11 +53,13 @@ def flat_inputs(module: Any, bound: BoundInputs) -> FlatInputs:
 
 
 def identifiers(names: tuple[str, ...]) -> tuple[str, ...]:
-    """Each name as a distinct Python identifier (never `self`), kept when it is one."""
+    """Each name as a distinct Python identifier (never `self` or a keyword), kept when it
+    is one."""
     found: list[str] = []
     for name in names:
         base = re.sub(r"\W", "_", name)
-        base = f"_{base}" if not base or base[0].isdigit() or base == "self" else base
+        if not base or base[0].isdigit() or base == "self" or keyword.iskeyword(base):
+            base = f"_{base}"
         candidate, count = base, 1
         while candidate in found:
             count += 1
