@@ -15,7 +15,6 @@ from onnx_parity.models.call_arguments import structured_call
 from onnx_parity.models.output_tree import flatten
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]  # forward's positional and keyword arguments
-
 # What one output is in PyTorch: a tensor, a complex tensor, or a Python number (int, float or
 # bool). The exporters lay the last two out their own way; verification decides how to compare.
 OutputKind: TypeAlias = Literal["tensor", "complex", "number"]
