@@ -209,6 +209,7 @@ def test_dotted_inputs_bind_into_a_dict_argument_and_a_dict_output_is_named(
     assert result["forward_kwargs"] == {"scale": 0.5}
 
 
+@pytest.mark.slow
 def test_a_dotted_input_whose_first_part_forward_does_not_take_is_a_load_error(
         tmp_path: Path) -> None:
     r = rng()
@@ -412,3 +413,25 @@ def test_the_wrappers_parameters_are_distinct_identifiers() -> None:
                         "self", "in", "a-b")) == (
         "input_ids", "past_key_values_0_key", "past_key_values_0_key_2", "_0", "_self", "_in",
         "a_b")
+
+
+def test_a_cache_with_other_layers_than_the_models_config_is_a_load_error(tmp_path: Path) -> None:
+    import importlib.util
+
+    from onnx_parity.models import LoadError, bind_inputs
+    from onnx_parity.settings.loading import load_settings
+
+    step = decoding_step(past=3)
+    step.pop("past_key_values.1.key")
+    step.pop("past_key_values.1.value")  # one layer given, the model has two
+    repo = write_repo(tmp_path, 'factory = "models.library:llama"\n', step)
+    [spec] = load_settings(repo).models
+    found = importlib.util.spec_from_file_location("library", repo / "models" / "library.py")
+    assert found is not None
+    assert found.loader is not None
+    library = importlib.util.module_from_spec(found)
+    found.loader.exec_module(library)
+    with pytest.raises(LoadError) as raised:
+        bind_inputs(library.llama(), spec, dict(step), ())
+    assert 'the cache "past_key_values" gives 1 layer(s)' in str(raised.value)
+    assert "has 2 (num_hidden_layers)" in str(raised.value)
