@@ -241,6 +241,8 @@ class ModelResult:
     sample_sha256: dict[str, str] = field(default_factory=dict)
     log: str = ""
     runtime_optimization: str = "all"  # onnxruntime's graph optimization level of the check
+    # `forward-kwargs`: the constants forward was called with (in PyTorch and in the export)
+    forward_kwargs: dict[str, bool | int | float | str] = field(default_factory=dict)
     # input -> axis -> the sizes that ran, for each declared dynamic axis other than the batch
     axis_sizes: dict[str, dict[int, tuple[int, ...]]] = field(default_factory=dict)
     # the same by dimension name (axes that share a name are one dimension)

@@ -25,6 +25,16 @@ UNSUPPORTED_PHRASES = ("unsupported fx nodes", "no onnx function found", "is not
                        "no decomposition", "unsupported operator", "does not currently support")
 # `STFT does not currently support complex types`: the symbolic names what it cannot translate.
 UNSUPPORTED_SUBJECT = re.compile(r"^(\w+) does not (?:currently )?support")
+# A cache object the exporters cannot flatten: transformers' `DynamicCache` (and its kin) as an
+# input or output, or the constants torch.export lifts out of one (`lifted_tensor_0`, measured
+# with `register_dynamic_cache_export_support()` on torch 2.13).
+CACHE = re.compile(r"\b(\w*Cache)\b|lifted_tensor")
+CACHE_FIX = (
+    "A cache object cannot be exported as it is: pass and return its tensors. Declare the cache "
+    "flat (inputs `past_key_values.N.key` / `.value`, built into a DynamicCache for forward; "
+    "forward-kwargs = { use_cache = true }; outputs `present.N.key` / `.value`), or wrap the "
+    "model in a module whose forward builds the cache from tensors and returns each layer's "
+    "keys and values as tensors.")
 # Where a TorchScript symbolic's message turns into an IR dump (kept in the log only).
 IR_DUMP = re.compile(r"\s*\[Caused by |\n\s*\(node defined in |\n\s*Inputs:\n")
 
@@ -54,6 +64,7 @@ class ExportFailure(ModelProblem):
         self.seconds = log.seconds
         self.output_logged = False
         self.full_text = ""  # the exporter's whole message (IR dumps too), for the log only
+        self.fix: str | None = None  # a fix of its own, when the standard one cannot help
 
 
 def classify(exporter: str, error: BaseException, log: AttemptLog) -> ExportFailure:
@@ -70,6 +81,8 @@ def classify(exporter: str, error: BaseException, log: AttemptLog) -> ExportFail
         frames = frames or _script_frames(text) or _graph_frames(operator, log.output)
     failure = ExportFailure(exporter, kind, message, operator=operator, frames=frames, log=log)
     failure.full_text = strip_ansi(text)
+    if kind == "export-error" and CACHE.search(failure.full_text + message):
+        failure.fix = CACHE_FIX  # another exporter or opset cannot flatten it either
     return failure
 
 

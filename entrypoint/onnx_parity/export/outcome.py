@@ -27,6 +27,7 @@ from onnx_parity.export.review import (
     trace_divergence,
     warning_findings,
 )
+from onnx_parity.export.structured import export_request
 from onnx_parity.findings import Finding
 from onnx_parity.model_files import ModelFile, remove_model
 from onnx_parity.models import (
@@ -55,6 +56,9 @@ class ExportOutcome:
     # What the export assumed of the declared dimensions, which the ONNX file does not check.
     assumptions: tuple[ShapeAssumption, ...] = ()  # dynamo: its guards and ranges
     constant_shapes: tuple[ConstantShape, ...] = ()  # TorchScript: its baked sizes
+    # The module the exporters saw and how it is called, when it is not the user's own: the
+    # flat wrapper of a call with structure (export/structured.py), which localisation runs.
+    exported: tuple[Any, BoundInputs] | None = None
 
 
 def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
@@ -62,7 +66,7 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
     """The model is written into `folder` (the worker's work folder) as `<name>.onnx`; an
     `export-command` must be done by `deadline` (time.monotonic())."""
     batch, frozen = choose_export_batch(module, bound, spec, repo)
-    request = _request(module, bound, spec, start=0, batch=batch)
+    request, flat = _request(module, bound, spec, start=0, batch=batch)
     destination = folder / f"{spec.name}.onnx"
     exported, failures = (  # the user's own export instead of ours (export/command.py)
         _try_exporters(spec.exporters, request, destination) if spec.export_command is None
@@ -85,18 +89,14 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
         findings=tuple(merge_branches(findings)),
         program=exported.program if exported else None,
         assumptions=assumed.assumptions, constant_shapes=assumed.constant_shapes,
+        exported=(request.module, flat) if request.module is not module else None,
     )
 
 
 def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,
-             batch: int) -> ExportRequest:
+             batch: int) -> tuple[ExportRequest, BoundInputs]:
     feed = _export_feed(module, bound, spec, batch_arrays(bound, start, batch))
-    args, kwargs = as_call(feed, bound)
-    return ExportRequest(
-        module=module, args=args, input_names=bound.names, output_names=spec.outputs,
-        dynamic_axes=spec.dynamic_axes, opset=spec.opset, kwargs=kwargs,
-        parameters=tuple(bound.parameter(name) for name in bound.names),
-    )
+    return export_request(module, bound, spec, feed)
 
 
 def _export_feed(module: Any, bound: BoundInputs, spec: ModelSpec,
@@ -181,8 +181,8 @@ def _second_trace(module: Any, bound: BoundInputs, spec: ModelSpec, exported: Ex
     start = max(1, bound.sample_count - batch)
     scratch = _scratch(exported.model.path, "retrace")
     try:
-        again = export("torchscript", _request(module, bound, spec, start=start, batch=batch),
-                       scratch)
+        again = export("torchscript",
+                       _request(module, bound, spec, start=start, batch=batch)[0], scratch)
         second = _operators(again.model)
     except ExportFailure:
         return []

@@ -6,6 +6,7 @@ from .binding import BoundInputs, bind_inputs
 from .checkpoints import checkpoint_classes
 from .dtypes import to_array
 from .factory import LoadedModel, build_model
+from .flat_call import FlatInputs, flat_inputs, has_structure
 from .load_errors import LoadError, load_finding
 from .model_zoo import GoldenCase
 from .probe import ProbeResult, probe_model
@@ -26,6 +27,7 @@ __all__ = [
     "BoundInputs",
     "Call",
     "Dimension",
+    "FlatInputs",
     "GoldenCase",
     "LoadError",
     "LoadedModel",
@@ -43,6 +45,8 @@ __all__ = [
     "checkpoint_classes",
     "companion_pins",
     "dimensions",
+    "flat_inputs",
+    "has_structure",
     "input_shapes",
     "installed_version",
     "load_finding",

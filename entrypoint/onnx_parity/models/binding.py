@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.findings import Finding
+from onnx_parity.models.call_arguments import check_dotted, parameter_of, with_call_structure
 from onnx_parity.models.contract import CallContract, contract_for
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.models.model_zoo import GoldenCase
@@ -41,6 +42,11 @@ class BoundInputs:
     defaults: dict[str, int | float | bool] = field(default_factory=dict)
     # where each deployed tensor holds its batch, and what its declared axes carry
     contract: CallContract = field(default_factory=CallContract)
+    # forward's parameters given by dotted names, built into a dict or a cache on each call
+    # (models/call_arguments.py); `parameters` then names each input's parameter.
+    nested: tuple[str, ...] = ()
+    constants: dict[str, bool | int | float | str] = field(default_factory=dict)  # forward-kwargs
+    model_config: Any = None  # the model's `config`, which a transformers cache is built with
 
     @property
     def sample_count(self) -> int:
@@ -71,7 +77,7 @@ def bind_inputs(module: Any, spec: ModelSpec, named: dict[str, np.ndarray],
                                 arrays=_from_deployed(bound, contract, zoo) if zoo_folder
                                 else bound.arrays)
     _check_axes(spec, bound)
-    return bound
+    return with_call_structure(module, spec, bound)
 
 
 def _forward_parameters(module: Any) -> list[inspect.Parameter]:
@@ -83,16 +89,17 @@ def _bind_given(parameters: list[inspect.Parameter], named: dict[str, np.ndarray
                 spec: ModelSpec) -> BoundInputs:
     known = [parameter.name for parameter in parameters]
     given = _given_names(named, spec)
-    matching = [name for name in given if name in known]
-    unknown = [name for name in given if name not in known]
+    matching = [name for name in given if parameter_of(name) in known]
+    unknown = [name for name in given if parameter_of(name) not in known]
     if not unknown:
         return _bind_by_name(parameters, given, named, spec)
     if not matching:
         return _bind_by_position(parameters, given, named, spec)
     raise LoadError(
         f"model \"{spec.name}\": `inputs` names {_quoted(unknown)}, which "
-        f"{type_name(spec)}.forward does not take, beside {_quoted(matching)}, which it does "
-        f"(its parameters: {_quoted(known)}).",
+        f"{type_name(spec)}.forward does not take ({_quoted(_firsts(unknown))} is none of its "
+        f"parameters), beside {_quoted(matching)}, which it does (its parameters: "
+        f"{_quoted(known)}).",
         fix="Name each input after a parameter of forward, or name none of them after one and "
             "list them in forward's order to bind them by position.",
     )
@@ -106,9 +113,13 @@ def _given_names(named: dict[str, np.ndarray], spec: ModelSpec) -> list[str]:
 
 def _bind_by_name(parameters: list[inspect.Parameter], given: list[str],
                   named: dict[str, np.ndarray], spec: ModelSpec) -> BoundInputs:
-    """Leading given parameters positionally, the ones after a gap by keyword."""
-    missing = [p.name for p in parameters
-               if p.default is inspect.Parameter.empty and p.name not in given]
+    """Leading given parameters positionally, the ones after a gap by keyword; a parameter
+    given by dotted names (`added_cond_kwargs.text_embeds`) counts as given."""
+    nested = check_dotted(given, spec.name)
+    constant = set(spec.forward_kwargs)
+    given_names, given = given, list(dict.fromkeys(parameter_of(name) for name in given))
+    missing = [p.name for p in parameters if p.default is inspect.Parameter.empty
+               and p.name not in given and p.name not in constant]
     if missing:
         raise LoadError(
             f"model \"{spec.name}\": forward needs input(s) {_quoted(missing)}, which the "
@@ -119,9 +130,12 @@ def _bind_by_name(parameters: list[inspect.Parameter], given: list[str],
     gap = next((i for i, p in enumerate(parameters) if p.name not in given), len(parameters))
     keyword = tuple(p.name for p in parameters[gap:] if p.name in given)
     _check_keywords(parameters[gap:], keyword, spec)
-    names = tuple(p.name for p in order)
-    return BoundInputs(names, {name: named[name] for name in names}, keyword=keyword,
-                       defaults=_scalar_defaults(parameters, names))
+    names = tuple(name for p in order for name in given_names if parameter_of(name) == p.name)
+    return BoundInputs(names, {name: named[name] for name in names},
+                       parameters=tuple(map(parameter_of, names)) if nested else (),
+                       keyword=tuple(name for name in names if parameter_of(name) in keyword),
+                       defaults=_scalar_defaults(parameters, (*given, *constant)),
+                       nested=nested)
 
 
 def _scalar_defaults(parameters: list[inspect.Parameter],
@@ -231,6 +245,10 @@ def _batch_note(batch: int | None) -> str:
     if batch is None:
         return ', the rest one deployed value (batch-axis "none")'
     return "" if batch == 0 else f", stacked at the deployed axis {batch}"
+
+
+def _firsts(names: list[str]) -> list[str]:
+    return list(dict.fromkeys(parameter_of(name) for name in names))
 
 
 def type_name(spec: ModelSpec) -> str:

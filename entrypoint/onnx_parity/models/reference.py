@@ -10,7 +10,9 @@ import numpy as np
 from onnx_parity.errors import ModelProblem
 from onnx_parity.locations import shorten
 from onnx_parity.models.binding import BoundInputs
+from onnx_parity.models.call_arguments import structured_call
 from onnx_parity.models.dtypes import to_array, to_tensor
+from onnx_parity.models.output_tree import flatten
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]  # forward's positional and keyword arguments
 # What one output is in PyTorch: a tensor, a complex tensor, or a Python number (int, float or
@@ -40,6 +42,8 @@ def as_tensors(feed: dict[str, np.ndarray], names: tuple[str, ...]) -> tuple[Any
 def as_call(feed: dict[str, np.ndarray], bound: BoundInputs) -> Call:
     """The feed as forward takes it: positional first, the rest by parameter name."""
     tensors = dict(zip(bound.names, as_tensors(feed, bound.names), strict=True))
+    if bound.nested or bound.constants:  # dicts, a cache, constants: models/call_arguments.py
+        return structured_call(tensors, bound)
     args = tuple(tensors[name] for name in bound.names if name not in bound.keyword)
     kwargs = {bound.parameter(name): tensors[name] for name in bound.keyword}
     return args, kwargs
@@ -56,6 +60,9 @@ class Reference:
     names: tuple[str | None, ...]
     arrays: tuple[np.ndarray, ...]
     kinds: tuple[OutputKind, ...]
+    # True when forward returned a named structure (a dict, dataclass, ModelOutput, Cache...):
+    # the model is exported through models/flat_call.py, its outputs named as `names` says.
+    named: bool = False
 
 
 def run_reference(module: Any, call: Call) -> Reference:
@@ -72,19 +79,18 @@ def run_reference(module: Any, call: Call) -> Reference:
 
 
 def flatten_outputs(result: Any) -> Reference:
-    """Tensors and Python numbers in the order both exporters flatten them (pytree order);
-    None and other leaves dropped.
+    """Tensors and Python numbers in the order both exporters flatten them; None and other
+    leaves dropped (models/output_tree.py, the one place outputs are flattened).
 
-    A dict or tuple output names each value by its place (`logits`, `rest.0`), which reads
-    better in the report than the exporter's internal names (`mul`, `add_3`).
+    Each value is named by its place in the structure (`logits`, `rest.0`, `present.0.key`),
+    which reads better in the report than the exporter's internal names (`mul`, `add_3`).
     """
-    from torch.utils import _pytree
-
-    pairs = [(path, kind, leaf) for path, leaf in _pytree.tree_flatten_with_path(result)[0]
+    flat = flatten(result)
+    pairs = [(name, kind, leaf) for name, leaf in zip(flat.names(), flat.leaves, strict=True)
              if (kind := _kind(leaf)) is not None]
-    return Reference(tuple(_path_name(path) for path, _, _ in pairs),
+    return Reference(tuple(name for name, _, _ in pairs),
                      tuple(_as_array(leaf) for _, _, leaf in pairs),
-                     tuple(kind for _, kind, _ in pairs))
+                     tuple(kind for _, kind, _ in pairs), named=flat.named)
 
 
 def _kind(leaf: Any) -> OutputKind | None:
@@ -101,9 +107,3 @@ def _as_array(leaf: Any) -> np.ndarray:
     if isinstance(leaf, torch.Tensor):
         return to_array(leaf)  # bfloat16 as ml_dtypes' bfloat16: compared in float64
     return np.asarray(leaf)  # a Python number: 0-d int64, float64 or bool
-
-
-def _path_name(path: tuple[Any, ...]) -> str | None:
-    parts = [str(getattr(key, "key", getattr(key, "idx", getattr(key, "name", key))))
-             for key in path]
-    return ".".join(parts) or None

@@ -110,6 +110,7 @@ class Ledger:
             onnx_files=self.onnx_files, sample_sha256=dict(self.sample_sha256),
             variants=tuple(self.variants),
             runtime_optimization=self.spec.runtime_optimization,
+            forward_kwargs=dict(self.spec.forward_kwargs),
             axis_sizes=dict(self.axis_sizes), dimension_sizes=dict(self.dimension_sizes),
             linked_axes=dict(self.linked_axes),
             lengths=dict(self.lengths),
@@ -261,9 +262,11 @@ def _localise(built: Built, failure: tuple[CutRun, str, bool], verified: Verifie
               job: ModelJob, ledger: Ledger, timer: Timer) -> None:
     outcome, spec = built.outcome, job.spec
     assert outcome.model is not None
+    # A call with structure was exported through a flat wrapper: localisation runs that.
+    module, bound = outcome.exported or (built.loaded.module, built.bound)
     request = localise.Localisation(
-        built.loaded.module, outcome.program, outcome.exporter or "", outcome.model,
-        built.bound, spec, job.repo, localise.deadline_for(spec.timeout_seconds, timer.started))
+        module, outcome.program, outcome.exporter or "", outcome.model,
+        bound, spec, job.repo, localise.deadline_for(spec.timeout_seconds, timer.started))
     localised = localise.localise(request, *failure)
     ledger.divergence, ledger.repro = localised.divergence, localised.repro
     verified.findings = localise.attach(verified.findings, localised, job.repo)

@@ -199,6 +199,7 @@ class ModelJson(TypedDict):
     onnx_files: list[StoredFileJson]  # the .onnx, then its external data when it has any
     sample_sha256: dict[str, str]
     runtime_optimization: str
+    forward_kwargs: dict[str, bool | int | float | str]  # `forward-kwargs` as forward got them
     axis_sizes: dict[str, dict[str, list[int]]]  # input -> axis (as text) -> the sizes run
     dimension_sizes: dict[str, list[int]]
     # dimension -> the axes derived from it, "attention_mask axis 1 = past + 1" (absent: older)
@@ -258,6 +259,7 @@ class ParityRecord(TypedDict):
     sample_sha256: dict[str, str]
     findings: list[FindingJson]
     runtime_optimization: str
+    forward_kwargs: dict[str, bool | int | float | str]  # `forward-kwargs` as forward got them
     axis_sizes: dict[str, dict[str, list[int]]]
 
 

@@ -42,6 +42,7 @@ def parity_record(model: ModelResult, versions: dict[str, str],
         "sample_sha256": dict(model.sample_sha256),
         "findings": [finding_to_json(f) for f in model.findings],
         "runtime_optimization": model.runtime_optimization,
+        "forward_kwargs": dict(model.forward_kwargs),
         "axis_sizes": axis_sizes_to_json(model.axis_sizes),
     }
 

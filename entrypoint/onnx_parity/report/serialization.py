@@ -157,6 +157,7 @@ def _model_fields(model: ModelResult) -> ModelJson:
         "onnx_files": files_to_json(model.onnx_files),
         "sample_sha256": dict(model.sample_sha256),
         "runtime_optimization": model.runtime_optimization,
+        "forward_kwargs": dict(model.forward_kwargs),
         "axis_sizes": axis_sizes_to_json(model.axis_sizes),
         "dimension_sizes": {name: list(ran) for name, ran in model.dimension_sizes.items()},
         "lengths": {name: lengths_to_json(lengths) for name, lengths in model.lengths.items()},
@@ -286,6 +287,7 @@ def model_from_json(item: ModelJson) -> ModelResult:
         max_rss_bytes=item.get("max_rss_bytes"),
         variants=tuple(variant_from_json(v) for v in item.get("variants", [])),
         runtime_optimization=item.get("runtime_optimization", "all"),
+        forward_kwargs=dict(item.get("forward_kwargs", {})),
         axis_sizes=axis_sizes_from_json(item.get("axis_sizes", {})),
         dimension_sizes={name: tuple(ran)
                          for name, ran in item.get("dimension_sizes", {}).items()},

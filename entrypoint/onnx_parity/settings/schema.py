@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity.settings.axis_keys import batch_axis_value
+from onnx_parity.settings.call_keys import Constant, forward_kwargs_value
 from onnx_parity.settings.checks import (
     CALIBRATIONS,
     DEFAULT_ATOL,
@@ -114,6 +115,12 @@ class ModelSpec:
             "`.pb` ONNX TensorProto). **Path:** one bundle holding all inputs, an `.npz`/`.pt` "
             "file or a Model Zoo folder (`test_data_set_N` with `input_K.pb`). Axis 0 of each "
             "sample is the samples axis that batches are cut from.")
+    forward_kwargs: dict[str, Constant] = setting(
+        "forward-kwargs", kind="table of keyword -> boolean, number or string",
+        check=forward_kwargs_value, default={}, shown="none", model_only=True,
+        example="forward-kwargs = { return_dict = false, use_cache = true }",
+        doc="Constant keyword arguments of forward: passed to it in PyTorch and bound into "
+            "the exported graph as constants, never graph inputs. A name may not be in `inputs`.")
     outputs: tuple[str, ...] = setting(
         "outputs", kind="array of distinct strings", check=plain(outputs_value), default=(),
         shown="the model's own names", model_only=True, example='outputs = ["logits"]',
