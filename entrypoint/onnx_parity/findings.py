@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Literal, TypeAlias, cast, get_args
+from typing import Literal, TypeAlias, cast, get_args
 
-if TYPE_CHECKING:
-    from onnx_parity.finding_details import FindingDetails
+from onnx_parity.finding_details import FindingDetails
 
 
 class Severity(str, Enum):
