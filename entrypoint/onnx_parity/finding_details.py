@@ -108,6 +108,7 @@ class FindingDetails(TypedDict, total=False):
     handled: bool
     other_exporter: OtherExporter
     attempts: list[str]
+    python_value: bool  # a TracerWarning of a tensor turned into a Python value (a constant)
     requested: int
     actual: int | None
     # deployment variants (variants/review.py, verification/outputs.py)

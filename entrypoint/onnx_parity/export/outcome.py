@@ -7,6 +7,7 @@ exporter does becomes an attempt and findings in the ExportOutcome.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,14 +27,17 @@ from onnx_parity.export.review import (
     trace_divergence,
     warning_findings,
 )
+from onnx_parity.export.unrolled import Retrace, UnrolledLoop
 from onnx_parity.findings import Finding
 from onnx_parity.model_files import ModelFile, remove_model
 from onnx_parity.models import (
     BoundInputs,
+    Dimension,
     ReferenceFailure,
     as_call,
     batch_arrays,
     dimensions,
+    resize,
     run_reference,
     widened_for_export,
 )
@@ -54,6 +58,7 @@ class ExportOutcome:
     # What the export assumed of the declared dimensions, which the ONNX file does not check.
     assumptions: tuple[ShapeAssumption, ...] = ()  # dynamo: its guards and ranges
     constant_shapes: tuple[ConstantShape, ...] = ()  # TorchScript: its baked sizes
+    loops: tuple[UnrolledLoop, ...] = ()  # TorchScript: the loops it unrolled
 
 
 def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
@@ -68,11 +73,16 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
     other = (_other_exporter(spec.exporters, request, failures, _scratch(destination, "other"))
              if exported is None else None)
     findings = fallback_findings(failures, exported, repo, spec.allow_warnings, other)
+    assumed = AssumedShapes()
     if exported is not None:
         findings += warning_findings(exported.warnings, repo, spec.allow_warnings)
         findings += _second_trace(module, bound, spec, exported, batch)
-    assumed = (read_assumed(exported.exporter, exported.program, exported.model.path, request,
-                            dimensions(spec, bound), repo) if exported else AssumedShapes())
+        retraces = _retraces(module, bound, spec, exported, batch)
+        try:
+            assumed = read_assumed(exported, request, dimensions(spec, bound), repo, retraces)
+        finally:
+            for retrace in retraces:
+                remove_model(retrace.model)
     return ExportOutcome(
         exporter=exported.exporter if exported else None,
         model=exported.model if exported else None,
@@ -80,12 +90,16 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
         findings=tuple(merge_branches(findings)),
         program=exported.program if exported else None,
         assumptions=assumed.assumptions, constant_shapes=assumed.constant_shapes,
+        loops=assumed.loops,
     )
 
 
 def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,
-             batch: int) -> ExportRequest:
+             batch: int, length: tuple[Dimension, int] | None = None) -> ExportRequest:
+    """The export's call; `length`: one declared dimension at another length."""
     feed = _export_feed(module, bound, spec, batch_arrays(bound, start, batch))
+    if length is not None:
+        feed = resize(feed, *length)
     args, kwargs = as_call(feed, bound)
     return ExportRequest(
         module=module, args=args, input_names=bound.names, output_names=spec.outputs,
@@ -186,6 +200,33 @@ def _second_trace(module: Any, bound: BoundInputs, spec: ModelSpec, exported: Ex
     first = _operators(exported.model)
     finding = trace_divergence(first, second, spec.allow_warnings)
     return [finding] if finding else []
+
+
+def _retraces(module: Any, bound: BoundInputs, spec: ModelSpec, exported: Exported,
+              batch: int) -> tuple[Retrace, ...]:
+    """TorchScript only: each declared dimension traced again at another length (the first of
+    its other sizes PyTorch runs), with its nodes' source lines; read, then removed."""
+    if exported.exporter != "torchscript":
+        return ()
+    feed = _export_feed(module, bound, spec, batch_arrays(bound, 0, batch))
+    found: list[Retrace] = []
+    for dimension in dimensions(spec, bound):
+        name, axis = dimension.members[0]
+        size = int(feed[name].shape[axis]) if name in feed else 0
+        for other in (n for n in dimension.extra if n >= 2 and n != size):
+            scratch = _scratch(exported.model.path, f"length{len(found)}")
+            request = _request(module, bound, spec, 0, batch, (dimension, other))
+            print(f"--- a TorchScript trace at {dimension.name} {other}, with its nodes' source "
+                  "lines (what the trace unrolled or kept constant)", flush=True)
+            try:
+                export("torchscript", dataclasses.replace(request, source_lines=True), scratch)
+            except ExportFailure as error:
+                print(f"--- that trace failed: {error.message}", flush=True)
+                remove_model(scratch)
+                continue
+            found.append(Retrace(dimension.name, size, other, scratch))
+            break
+    return tuple(found)
 
 
 def _operators(model: ModelFile) -> tuple[str, ...]:

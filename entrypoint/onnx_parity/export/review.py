@@ -20,6 +20,12 @@ from onnx_parity.locations import innermost_user_frame, repo_relative, scrub_pat
 from onnx_parity.settings import AllowWarning
 
 BRANCH_PHRASE = "Converting a tensor to a Python boolean"
+# TracerWarnings of a tensor turned into a Python value (`int()`, `float()`, `bool()`, `math.*`
+# of a size, `.tolist()`, `.numpy()`) or a `torch.tensor(...)` of Python numbers: the trace
+# keeps the value of the export batch. Such a warning explains a failure at another length or
+# on other samples (verification/tracer_causes.py).
+VALUE_PHRASES = ("Converting a tensor to a Python", "Converting a tensor to a NumPy array",
+                 "results are registered as constants in the trace")
 TRACER_CATEGORY = "TracerWarning"
 # A source line that reads a shape: a warning there concerns a shape, not a value.
 SHAPE_READS = (".shape", ".size(", "len(", ".numel(", ".dim(", ".ndim")
@@ -47,9 +53,7 @@ def failure_finding(error: ExportFailure, repo: Path, allowed: tuple[AllowWarnin
             f"{error.message}",
             file=file, line=line,
             severity=Severity.NOTE if fallback_used else Severity.ERROR,
-            fix=(f'Set `exporter = "{other.exporter}"`: it exports this model (tried for this '
-                 "report, not checked against PyTorch until you set it).")
-            if other and other.exports else None,
+            fix=_operator_fix(other),
             details={"operator": operator, "exporter": error.exporter, "handled": fallback_used,
                      **({"other_exporter": {"exporter": other.exporter, "exports": other.exports}}
                         if other else {})},
@@ -83,6 +87,17 @@ def warning_findings(warnings: tuple[CapturedWarning, ...], repo: Path,
     return findings
 
 
+def _operator_fix(other: OtherExporter | None) -> str | None:
+    """An exporter is recommended only when it was tried and exported this model."""
+    if other is None:
+        return None
+    if other.exports:
+        return (f'Set `exporter = "{other.exporter}"`: it exports this model (tried for this '
+                "report, not checked against PyTorch until you set it).")
+    return ("Neither exporter exports this operator: rewrite the operation with supported ops, "
+            "or try a newer `opset`.")
+
+
 def _other(other: OtherExporter | None) -> str:
     if other is None:
         return ""
@@ -105,6 +120,8 @@ def _tracer_finding(warning: CapturedWarning, repo: Path) -> Finding:
         # Not the user's code: a warning, since there is nothing to fix in the repository.
         severity=Severity.ERROR if file else Severity.WARNING,
         fix=None if file else _library_fix(warning, package),
+        details={"python_value": True}
+        if any(phrase in warning.message for phrase in VALUE_PHRASES) else {},
     )
 
 
@@ -122,10 +139,9 @@ def _library_fix(warning: CapturedWarning, where: str) -> str:
         "batch gave."
     )
     return (f"This code belongs to the installed package {owner} ({where}), not to your "
-            f"repository: there is nothing to rewrite on your side. {concern} Pin "
-            f"`exporter = \"dynamo\"` if it exports this model, or pin the {owner} version "
-            "that exports it cleanly; or accept the warning in `[[model.allow-warnings]]` with "
-            "a reason.")
+            f"repository: there is nothing to rewrite on your side. {concern} Pin the "
+            f"{owner} version that exports it cleanly, or accept the warning in "
+            "`[[model.allow-warnings]]` with a reason.")
 
 
 def _line_text(path: str, line: int) -> str:

@@ -23,12 +23,12 @@ from onnx_parity.findings import CATALOGUE, Finding
 from onnx_parity.locations import scrub_paths, source_line
 from onnx_parity.model_files import ModelFile
 from onnx_parity.models import BoundInputs, as_call
-from onnx_parity.results import Divergence, NodeCheck, OutputComparison, Repro
+from onnx_parity.results import Divergence, ExportAttempt, NodeCheck, OutputComparison, Repro
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.cuts import CutRun, ort_feed
 from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
-from onnx_parity.verification.divergence_text import first_sentence
+from onnx_parity.verification.divergence_text import dynamo_hint, first_sentence
 from onnx_parity.verification.node_sources import Origin, dynamo_origin
 from onnx_parity.verification.onnx_values import (
     LOCALISATION_LEVEL,
@@ -54,9 +54,6 @@ from onnx_parity.verification.torch_values import (
     module_values,
 )
 
-NEEDS_DYNAMO = ("localising a mismatch to a line needs the dynamo exporter (`exporter = "
-                '"dynamo"`), whose graph records where each node comes from')
-
 
 @dataclass(frozen=True)
 class Localisation:
@@ -70,6 +67,8 @@ class Localisation:
     spec: ModelSpec
     repo: Path
     deadline: float  # time.monotonic() by which it must be done (the model's timeout)
+    # The export's attempts: whether dynamo, whose graph records lines, exports this model.
+    attempts: tuple[ExportAttempt, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -145,7 +144,7 @@ def localise(request: Localisation, run: CutRun, output: str, drift: bool = Fals
     if not compared:
         reason = ("no value of the exported graph has a counterpart in PyTorch"
                   if request.program is not None else "the TorchScript graph names no module "
-                  f"scope of a leaf module; {NEEDS_DYNAMO}")
+                  f"scope of a leaf module; {dynamo_hint(request.attempts)}")
         return Localised(attempt.output, _empty(attempt, reason))
     return _judged(attempt, graph, compared, skipped)
 
@@ -158,7 +157,8 @@ def _judged(attempt: _Attempt, graph: Graph, compared: list[Compared],
     nodes = tuple(_node(c, first is not None and c.value == first.value) for c in compared)
     unlocalised = None
     if first is None:
-        hint = "" if attempt.request.program is not None else f"; {NEEDS_DYNAMO}"
+        hint = ("" if attempt.request.program is not None
+                else f"; {dynamo_hint(attempt.request.attempts)}")
         unlocalised = ("every compared value is within the tolerance: the drift comes from "
                        "code no compared value covers" + hint)
     divergence = _divergence(attempt, nodes, skipped, unlocalised)
@@ -184,7 +184,8 @@ def _repro(attempt: _Attempt, graph: Graph, compared: list[Compared], first: Com
     values = {**ort_feed(inputs, request.bound, cut.feed),
               **{c.value: c.actual for c in compared}}
     case = ReproCase(request.spec.name, request.model, graph, first.value, boundary, values,
-                     first.expected, cut.size, LOCALISATION_LEVEL, "localisation")
+                     first.expected, cut.size, LOCALISATION_LEVEL, "localisation",
+                     origin=first.origin)
     return build_repro(case, request.spec, request.repo)
 
 
