@@ -43,24 +43,80 @@ class Stepper(torch.nn.Module):
         return torch.stack(outs, 1)
 
 
-class Scanned(torch.nn.Module):
-    """A scan whose loop dynamo cannot export over a dynamic length (a data-dependent
-    branch inside), so the fallback TorchScript traces it."""
+class Chunks(torch.nn.Module):
+    """Sums chunks of 4 along time, their count read as a Python int, after a branch on
+    values: dynamo refuses the branch, so the fallback TorchScript traces it."""
 
     def forward(self, x):
-        if x.sum() > 0:
-            return x.cumsum(1)
-        return x * 0
+        if x.mean() > -10:  # dynamo refuses a branch on values
+            x = x + 1
+        n = int(x.shape[1]) // 4  # the trace keeps the export length's count
+        return x.reshape(x.shape[0], n, 4 * x.shape[2]).sum(-1)
 
 
 def scaled():
     return Scaled().eval()
 
 
+def chunks():
+    return Chunks().eval()
+
+
 def stepper():
     torch.manual_seed(0)
     return Stepper().eval()
 '''
+
+
+@pytest.fixture(scope="module")
+def traced(tmp_path_factory: pytest.TempPathFactory):
+    """The GRU stepper written into a repository, traced at time 16 (shipped: no source lines)
+    and at time 8 with its nodes' source lines, as the export stage does."""
+    import importlib.util
+    import warnings
+
+    import torch
+
+    root = tmp_path_factory.mktemp("traced")
+    (root / "models").mkdir()
+    (root / "models" / "causes.py").write_text(textwrap.dedent(MODELS), encoding="utf-8")
+    spec = importlib.util.spec_from_file_location("causes_models", root / "models" / "causes.py")
+    assert spec is not None
+    assert spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model = module.stepper()
+    for length, verbose in ((16, False), (8, True)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the exporter's DeprecationWarning
+            torch.onnx.export(model, (torch.randn(2, length, 4),),
+                              str(root / f"t{length}.onnx"), dynamo=False, input_names=["x"],
+                              dynamic_axes={"x": {0: "batch", 1: "time"}}, verbose=verbose)
+    return root
+
+
+def test_the_loop_is_the_run_of_indices_that_follows_the_length(traced: Path) -> None:
+    from onnx_parity.export.unrolled import Retrace, unrolled_loops
+
+    retrace = Retrace("time", 16, 8, traced / "t8.onnx")
+    [loop] = unrolled_loops(traced / "t16.onnx", (retrace,), traced)
+    assert (loop.dimension, loop.steps, loop.op, loop.axis) == ("time", 16, "Gather", 1)
+    assert (loop.file, loop.line) == (
+        "models/causes.py", line_of(traced / "models" / "causes.py", "for t in range("))
+    assert (loop.first, loop.last) == ("/Gather_1", "/Gather_16")
+    # Traced at the export length again, nothing follows the length: no loop.
+    assert unrolled_loops(traced / "t16.onnx", (Retrace("time", 16, 16, traced / "t16.onnx"),),
+                          traced) == ()
+
+
+def test_a_constant_that_keeps_its_value_at_another_length_is_no_evidence(traced: Path) -> None:
+    from onnx_parity.export.constant_shapes import constant_shape_evidence
+    from onnx_parity.export.unrolled import Retrace, moving
+
+    [hidden] = constant_shape_evidence(traced / "t16.onnx", {"time": 16})
+    assert (hidden.op, hidden.values) == ("ConstantOfShape", (16,))  # x.new_zeros(b, 16)
+    assert moving((hidden,), (Retrace("time", 16, 8, traced / "t8.onnx"),)) == ()
+    assert moving((hidden,), ()) == (hidden,)  # no second trace: kept, as before
 
 
 def write_repo(root: Path, config: str, samples: dict[str, np.ndarray]) -> Path:
@@ -157,3 +213,30 @@ def test_an_unrolled_loop_is_named_at_its_for_line(stepper) -> None:
 
     shipped = onnx.load(str(run.out / "stepper.onnx"), load_external_data=False)
     assert not any(node.doc_string for node in shipped.graph.node)
+
+
+@pytest.mark.slow
+def test_no_fix_recommends_the_exporter_that_failed_for_the_model(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    repo = write_repo(tmp_path, '''
+        batch-sizes = [2]
+        [[model]]
+        name = "chunks"
+        factory = "models.causes:chunks"
+        inputs = { x = "samples/x.npy" }
+        dynamic-axes = { x = { 0 = "batch", 1 = "time" } }
+        ''', {"x": rng.standard_normal((2, 16, 4)).astype(np.float32)})
+    run = run_cli("check", cwd=repo, out=tmp_path / "out")
+    assert run.code == 1, run.stdout + run.stderr
+    model = run.models()["chunks"]
+    assert [(a["exporter"], a["succeeded"]) for a in model["attempts"]] == [
+        ("dynamo", False), ("torchscript", True)]
+    failing = [f for f in model["findings"] if f["severity"] == "error"
+               and f["code"] in ("shape-assumption", "length-mismatch")]
+    assert failing, model["findings"]
+    # The failing lengths follow from the int() the trace kept: the fix names that line.
+    line = line_of(repo / "models" / "causes.py", "n = int(x.shape[1])")
+    assert f"models/causes.py:{line}" in failing[0]["fix"]
+    assert failing[0]["details"]["explained_by"] == "tracer-warning"
+    fixes = [f["fix"] or "" for f in model["findings"]]
+    assert not [fix for fix in fixes if 'exporter = "dynamo"' in fix], fixes

@@ -77,8 +77,8 @@ def unrolled_loops(model: Path, retraces: tuple[Retrace, ...],
         again = _load(retrace.model)
         for (op, axis, frame), indices in _runs(again, frames=True).items():
             steps = shipped.get((op, axis, ""), {})
-            if sorted(indices) == list(range(retrace.other)) and \
-                    set(range(retrace.size)) <= set(steps) and retrace.size >= MIN_STEPS:
+            if sorted(indices) == list(range(retrace.other)) != list(range(retrace.size)) \
+                    and set(range(retrace.size)) <= set(steps) and retrace.size >= MIN_STEPS:
                 names = [steps[index] for index in range(retrace.size)]
                 found.append(UnrolledLoop(retrace.dimension, retrace.size, op, axis, names[0],
                                           names[-1], *_loop_line(frame, repo)))
