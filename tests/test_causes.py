@@ -68,6 +68,30 @@ def stepper():
 '''
 
 
+def test_the_users_lines_come_first_and_an_explained_away_warning_explains_nothing() -> None:
+    from onnx_parity.findings import Finding, Severity
+    from onnx_parity.verification.tracer_causes import explained_fix, promoted, value_warnings
+
+    package = Finding("tracer-warning", "TracerWarning at segment_anything/utils/onnx.py:85 (an "
+                      "installed package): Converting a tensor to a Python integer might ...",
+                      severity=Severity.WARNING, details={"python_value": True})
+    own = Finding("tracer-warning", "TracerWarning at models/m.py:12: Converting ...",
+                  file="models/m.py", line=12, details={"python_value": True})
+    allowed = Finding("tracer-warning", "TracerWarning at models/m.py:30: Converting ...",
+                      file="models/m.py", line=30, allowed_by="constant in deployment",
+                      details={"python_value": True})
+    length = Finding("tracer-warning", "TracerWarning at models/m.py:40: Iterating over a "
+                     "tensor might cause the trace to be incorrect.", file="models/m.py", line=40)
+    export = [package, allowed, length, own]
+    assert value_warnings(export) == [own, package]
+    assert "kept constant at models/m.py:12, segment_anything/utils/onnx.py:85 (" in \
+        explained_fix(value_warnings(export), "The mismatch")
+    mismatch = Finding("parity-mismatch", "output", details={"explained_by": "tracer-warning"})
+    [(old, new)] = promoted(export, [mismatch])
+    assert (old, new.severity) == (package, Severity.ERROR)
+    assert promoted(export, [Finding("parity-mismatch", "output")]) == []
+
+
 @pytest.fixture(scope="module")
 def traced(tmp_path_factory: pytest.TempPathFactory):
     """The GRU stepper written into a repository, traced at time 16 (shipped: no source lines)

@@ -15,7 +15,7 @@ from typing import Any
 
 from onnx_parity.export.assumed import AssumedShapes, read_assumed
 from onnx_parity.export.assumptions import ShapeAssumption
-from onnx_parity.export.capture import CapturedWarning
+from onnx_parity.export.capture import CapturedWarning, unlogged
 from onnx_parity.export.constant_shapes import ConstantShape
 from onnx_parity.export.export_batch import HardCodedBatch, choose_export_batch
 from onnx_parity.export.exporters import Exported, ExportRequest, export
@@ -219,7 +219,9 @@ def _retraces(module: Any, bound: BoundInputs, spec: ModelSpec, exported: Export
             print(f"--- a TorchScript trace at {dimension.name} {other}, with its nodes' source "
                   "lines (what the trace unrolled or kept constant)", flush=True)
             try:
-                export("torchscript", dataclasses.replace(request, source_lines=True), scratch)
+                with unlogged():  # it prints its whole graph
+                    export("torchscript", dataclasses.replace(request, source_lines=True),
+                           scratch)
             except ExportFailure as error:
                 print(f"--- that trace failed: {error.message}", flush=True)
                 remove_model(scratch)

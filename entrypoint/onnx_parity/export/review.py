@@ -8,6 +8,7 @@ the reason.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -96,6 +97,11 @@ def _operator_fix(other: OtherExporter | None) -> str | None:
                 "report, not checked against PyTorch until you set it).")
     return ("Neither exporter exports this operator: rewrite the operation with supported ops, "
             "or try a newer `opset`.")
+
+
+ALL_FAILED_FIX = ("Both exporters were tried for this model and failed (each message is above): "
+                  "rewrite the code each message names with supported operations, or try "
+                  "another `opset`.")
 
 
 def _other(other: OtherExporter | None) -> str:
@@ -194,8 +200,13 @@ def fallback_findings(failures: Sequence[ExportFailure], exported: Exported | No
     """Each failed exporter's finding and warnings; a note when a later exporter took over."""
     findings: list[Finding] = []
     handled = exported is not None
+    # Every exporter failed, each tried: no fix may send the model to "the other exporter".
+    tried_all = not handled and len({failure.exporter for failure in failures}) > 1
     for failure in failures:
         finding = failure_finding(failure, repo, allowed, fallback_used=handled, other=other)
+        if tried_all and finding.code in ("unsupported-operator", "export-error") \
+                and finding.fix is None:
+            finding = dataclasses.replace(finding, fix=ALL_FAILED_FIX)
         if finding.code != "export-error" or not handled:
             findings.append(finding)
         findings.extend(warning_findings(failure.warnings, repo, allowed))
