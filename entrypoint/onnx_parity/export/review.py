@@ -1,7 +1,10 @@
 """Turn what the exporters said (failures, warnings, differing traces) into findings.
 
 A warning's file tells whose code it is: inside the repository it is the user's to fix and an
-error; inside an installed package it is reported as a warning (nothing to fix locally).
+error; inside an installed package it is reported as a warning (nothing to fix locally), unless
+it turned a tensor into a Python value (`python_value`) and the export then fails: verification
+makes it an error there (verification/tracer_causes.py). A fix names an exporter only when it
+was tried for this model and exported it.
 An `allow-warnings` entry whose `match` occurs in the message keeps the finding as a note with
 the reason.
 """
