@@ -107,6 +107,23 @@ def test_the_pool_and_the_vocabulary_import_no_stage(layer: str) -> None:
     assert not wrong, "\n".join(wrong)
 
 
+def test_the_vocabulary_modules_import_each_other_without_a_circle() -> None:
+    """One owns the other (findings.py owns finding_details.py), type-only imports too: a
+    circle reads as two halves of one module and hides which one to change first."""
+    graph: dict[str, set[str]] = defaultdict(set)
+    for item in ALL_IMPORTS:
+        if layer_of(item.module) in VOCABULARY and layer_of(item.target) in VOCABULARY \
+                and layer_of(item.module) != layer_of(item.target):
+            graph[layer_of(item.module)].add(layer_of(item.target))
+
+    def reaches(start: str, goal: str, seen: set[str]) -> bool:
+        return any(step == goal or (step not in seen and reaches(step, goal, seen | {step}))
+                   for step in graph[start])
+
+    circles = sorted(name for name in list(graph) if reaches(name, name, {name}))
+    assert not circles, f"vocabulary modules in an import circle: {circles}"
+
+
 def test_no_stage_imports_the_command_line_or_github_code() -> None:
     wrong = [f"{item.module}:{item.line} imports {item.target}" for item in ALL_IMPORTS
              if layer_of(item.module) not in ("publishing", "commands", "cli", "__main__")

@@ -105,13 +105,18 @@ def test_a_swin_traced_by_torchscript_fails_at_a_length_no_power_of_two_divides(
     mismatch = next(f for f in failing if f["code"] == "length-mismatch")
     assert "Reshape" in mismatch["message"]  # onnxruntime's own words: the window partition
     assert "(batch 1, 2;" in mismatch["message"]  # the smallest and the largest batch size
-    # The TracerWarnings inside transformers are warnings of their own, and quoted as the
-    # evidence of the failure, file:line and text.
-    assert [f for f in swin["findings"] if f["severity"] == "warning"
-            and "transformers/models/swin/modeling_swin.py:" in f["message"]]
-    assert "TracerWarning at transformers/models/swin/modeling_swin.py:" in mismatch["evidence"]
-    assert "installed packages, each a value the trace kept constant: transformers/" \
+    # The TracerWarnings inside transformers are quoted as the evidence of the failure,
+    # file:line and text; those of a tensor turned into a Python value explain it (the fix
+    # names them) and are errors.
+    assert "transformers/models/swin/modeling_swin.py:" in mismatch["evidence"]
+    assert "the export's TracerWarnings, each a value the trace kept constant: transformers/" \
         in mismatch["message"]
+    assert mismatch["details"]["explained_by"] == "tracer-warning"
+    assert "follows from the values the TorchScript trace kept constant at transformers/" \
+        in mismatch["fix"]
+    assert [f for f in swin["findings"] if f["severity"] == "error"
+            and f["code"] in ("tracer-warning", "data-dependent-branch")
+            and "transformers/models/swin/modeling_swin.py:" in f["message"]]
 
 
 @pytest.mark.slow

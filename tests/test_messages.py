@@ -92,7 +92,8 @@ def test_a_tracer_warning_inside_an_installed_package_says_whose_code_it_is(
         assert "Rewrite the branch as tensor ops" not in finding["fix"]
         assert "belongs to the installed package transformers" in finding["fix"]
         assert "allow-warnings" in finding["fix"]
-        assert 'exporter = "dynamo"' in finding["fix"]
+        # dynamo was not tried for this model (exporter = "torchscript"): not recommended.
+        assert 'exporter = "dynamo"' not in finding["fix"]
     shape = [f for f in warnings if "masking_utils.py" in f["message"]]
     assert shape
     assert all("It reads a shape" in f["fix"] for f in shape)

@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixture_repo.harness import run_cli
+from fixture_repo.harness import copy_repo, line_of, run_cli, write_samples
 from onnx_parity.verification.onnx_values import Graph, GraphNode
 from onnx_parity.verification.repro import subgraph_inputs
 
@@ -86,6 +86,28 @@ def test_the_examples_localised_failure_reproduces_without_torch(tmp_path: Path)
     assert "**Repro:** `spectral-head.repro/` holds `subgraph.onnx`" in comment
     assert "python spectral-head.repro/repro.py" in comment
     assert str(tmp_path) not in (folder / "subgraph.onnx").read_bytes().decode("latin-1")
+
+
+@pytest.mark.slow
+def test_a_torchscript_folder_names_the_forward_of_the_module_it_was_localised_to(
+        tmp_path: Path) -> None:
+    repo = copy_repo(tmp_path / "repo")
+    write_samples(repo)
+    (repo / "onnx-parity.toml").write_text(
+        'batch-sizes = [1, 3]\n[[model]]\nname = "third-ts"\n'
+        'factory = "models.drift:ThirdBlockDrift"\ninputs = { x = "samples/x.npy" }\n'
+        'dynamic-axes = { x = { 0 = "batch" } }\natol = 0.0\nrtol = 0.0\n'
+        'exporter = "torchscript"\n', encoding="utf-8")
+    run = run_cli("check", "--jobs", "1", cwd=repo, out=tmp_path / "out")
+    assert run.code == 1, run.stderr
+    forward = line_of(repo / "models" / "drift.py", "class Smooth") + 1  # Smooth.forward
+    repro = run.models()["third-ts"]["repro"]
+    assert (repro["file"], repro["line"]) == ("models/drift.py", forward)
+    report = (run.folder / "third-ts.repro" / "REPORT.md").read_text(encoding="utf-8")
+    assert report.splitlines()[0].endswith(f"(`models/drift.py:{forward}`): max abs diff "
+                                           f"{repro['max_abs_diff']:.2e}")
+    assert f"The user's code of these nodes: `models/drift.py:{forward}`." in report
+    assert "torchscript, opset" in report
 
 
 def spectral(extra: str) -> str:

@@ -4,14 +4,14 @@
 report files a variant's findings under `variant`, localisation reads `output`, the comment
 shows `source`. The producers are named beside each group. The dicts are plain dicts at run
 time, written to JSON as they are, so these types describe report.json's shape as well.
+findings.py owns this module (`Finding.details` is a `FindingDetails`); nothing here imports
+findings.py, so a code held in details is typed `str` and checked where report.json is read
+back (`findings.parse_code`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal, NotRequired, TypedDict
-
-if TYPE_CHECKING:
-    from onnx_parity.findings import Code
+from typing import Literal, NotRequired, TypedDict
 
 
 class FirstDivergence(TypedDict):
@@ -80,7 +80,7 @@ class FindingDetails(TypedDict, total=False):
     batch_size: int
     batches: list[int]  # every batch size a finding merged from repeats is about
     sizes: list[int]  # every size of a declared axis it is about (verification/repeats.py)
-    explained_by: Code  # the finding that explains a parity mismatch
+    explained_by: str  # the code (findings.Code) of the finding that explains a failure
     # optimizer-drift (verification/optimizer.py)
     level: str
     max_abs_diff: float | None
@@ -108,6 +108,7 @@ class FindingDetails(TypedDict, total=False):
     handled: bool
     other_exporter: OtherExporter
     attempts: list[str]
+    python_value: bool  # a TracerWarning of a tensor turned into a Python value (a constant)
     requested: int
     actual: int | None
     # an operator onnxruntime's provider has no kernel for (verification/run_failures.py),

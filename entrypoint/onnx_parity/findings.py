@@ -10,10 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import TYPE_CHECKING, Literal, TypeAlias, cast, get_args
+from typing import Literal, TypeAlias, cast, get_args
 
-if TYPE_CHECKING:
-    from onnx_parity.finding_details import FindingDetails
+from onnx_parity.finding_details import FindingDetails
 
 
 class Severity(str, Enum):
@@ -257,8 +256,8 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "export's length only",
         "Find where forward (or the library code the evidence quotes) reads the length as a "
         "Python number (a window or padding size, `range(x.shape[1])`, `int(x.size(1))`) and "
-        "compute it with tensor ops, or export with `exporter = \"dynamo\"`; if the model is "
-        "only meant for some lengths, list them in `axis-sizes`.",
+        "compute it with tensor ops; if the model is only meant for some lengths, list them in "
+        "`axis-sizes`.",
         explains_mismatch=True,
     ),
     "nondeterministic-model": CodeInfo(

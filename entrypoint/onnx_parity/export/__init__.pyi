@@ -8,6 +8,7 @@ from .export_batch import HardCodedBatch
 from .inspection import ModelFacts, inspect_model, is_symbolic
 from .model_checks import model_findings
 from .outcome import ExportOutcome, export_model
+from .unrolled import UnrolledLoop
 
 __all__ = [
     "ConstantShape",
@@ -15,6 +16,7 @@ __all__ = [
     "HardCodedBatch",
     "ModelFacts",
     "ShapeAssumption",
+    "UnrolledLoop",
     "constant_shape_evidence",
     "export_model",
     "inspect_model",

@@ -2,8 +2,9 @@
 
 A dynamo export: the guards and ranges its program kept (guards.py), read as assumptions on the
 configured dimensions (assumptions.py). A TorchScript export: the constant shape arguments that
-hold a declared dimension's export size (constant_shapes.py), located in the module. Nothing is
-judged here: verification runs the lengths and decides what the ONNX file got wrong.
+hold a declared dimension's export size (constant_shapes.py), located in the module, kept where
+a trace at another length changes them, and the Python loops the trace unrolled (unrolled.py).
+Nothing is judged here: verification runs the lengths and decides what the ONNX file got wrong.
 """
 
 from __future__ import annotations
@@ -11,12 +12,12 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from onnx_parity.export.assumptions import Axis, ShapeAssumption, read_assumptions
 from onnx_parity.export.constant_shapes import ConstantShape, constant_shape_evidence, located
-from onnx_parity.export.exporters import ExportRequest
+from onnx_parity.export.exporters import Exported, ExportRequest
 from onnx_parity.export.guards import recorded_guards
+from onnx_parity.export.unrolled import Retrace, UnrolledLoop, moving, unrolled_loops, without
 from onnx_parity.models import Dimension
 
 
@@ -24,12 +25,15 @@ from onnx_parity.models import Dimension
 class AssumedShapes:
     assumptions: tuple[ShapeAssumption, ...] = ()  # a dynamo export's guards and ranges
     constant_shapes: tuple[ConstantShape, ...] = ()  # a TorchScript export's baked sizes
+    loops: tuple[UnrolledLoop, ...] = ()  # the loops a TorchScript trace unrolled
 
 
-def read_assumed(exporter: str, program: Any, model: bytes | Path, request: ExportRequest,
-                 dims: Sequence[Dimension], repo: Path) -> AssumedShapes:
-    """`program` is dynamo's ONNXProgram (None for TorchScript), `model` the exported file."""
-    if exporter == "dynamo":
+def read_assumed(exported: Exported, request: ExportRequest, dims: Sequence[Dimension],
+                 repo: Path, retraces: tuple[Retrace, ...] = ()) -> AssumedShapes:
+    """`exported`: its program (dynamo's ONNXProgram, None for TorchScript) and its file;
+    `retraces`: its TorchScript traces at other lengths (one per declared dimension)."""
+    program, model = exported.program, exported.model.path
+    if exported.exporter == "dynamo":
         if program is None:
             return AssumedShapes()
         guards, sizes = recorded_guards(program.exported_program)
@@ -41,7 +45,11 @@ def read_assumed(exporter: str, program: Any, model: bytes | Path, request: Expo
                   f"{assumption.guard}", flush=True)
         return AssumedShapes(assumptions=found)
     shapes = constant_shape_evidence(model, _export_sizes(request, dims))
-    return AssumedShapes(constant_shapes=located(shapes, request.module, repo))
+    loops = unrolled_loops(model, retraces, repo)
+    for loop in loops:
+        print(f"--- the trace unrolled {loop.describe()}", flush=True)
+    return AssumedShapes(constant_shapes=located(without(moving(shapes, retraces), loops),
+                                                 request.module, repo), loops=loops)
 
 
 def _names(request: ExportRequest) -> dict[Axis, str]:

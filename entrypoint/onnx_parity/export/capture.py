@@ -114,6 +114,27 @@ def native_output(fds: tuple[int, ...]) -> Iterator[list[str]]:
             lines.extend(line for line in text.splitlines() if line.strip())
 
 
+@contextlib.contextmanager
+def unlogged(fds: tuple[int, ...] = (1, 2)) -> Iterator[None]:
+    """Nothing the block writes to these file descriptors reaches the model's log: a trace
+    exported only to be read prints its whole graph (`verbose=True`), megabytes for a large
+    model. A `captured()` inside the block still gets its text."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = {fd: os.dup(fd) for fd in fds}
+    with open(os.devnull, "wb") as null:
+        for fd in fds:
+            os.dup2(null.fileno(), fd)
+        try:
+            yield
+        finally:
+            sys.stdout.flush()
+            sys.stderr.flush()
+            for fd, copy in saved.items():
+                os.dup2(copy, fd)
+                os.close(copy)
+
+
 def _writes_to_log(fds: tuple[int, ...]) -> bool:
     """In a worker, fds 1 and 2 are the model's log file: leave them there.
 

@@ -72,7 +72,7 @@ def constant_shape_evidence(model: bytes | Path,
 
     proto = (onnx.load(str(model), load_external_data=False) if isinstance(model, Path)
              else onnx.load_from_string(model))
-    constants = _constants(proto)
+    constants = integer_constants(proto)
     assembled = {node.output[0] for node in proto.graph.node if node.op_type == "Concat"}
     found: list[ConstantShape] = []
     for node in proto.graph.node:
@@ -125,7 +125,7 @@ def _owner(node: str, module: Any) -> tuple[str, Any]:
     return path, owner
 
 
-def _constants(proto: ModelProto) -> dict[str, tuple[int, ...]]:
+def integer_constants(proto: ModelProto) -> dict[str, tuple[int, ...]]:
     """Integer tensors known before the model runs: initializers and Constant nodes."""
     from onnx import numpy_helper
 

@@ -24,6 +24,9 @@ class ExportRequest:
     opset: int
     kwargs: dict[str, Any] = field(default_factory=dict)  # tensors passed by parameter name
     parameters: tuple[str, ...] = ()  # forward's parameter of each input name (empty: the same)
+    # TorchScript only: write each node's Python stack into its doc string (`verbose=True`),
+    # for a trace that is read, never shipped (it makes the file about 15 times larger).
+    source_lines: bool = False
 
     def parameter(self, name: str) -> str:
         return self.parameters[self.input_names.index(name)] if self.parameters else name
@@ -118,5 +121,6 @@ def _torchscript(request: ExportRequest, destination: Path) -> tuple[ModelFile, 
             input_names=list(request.input_names),
             output_names=list(request.output_names) or None,
             dynamic_axes={k: v for k, v in request.dynamic_axes.items() if k in known} or None,
+            verbose=request.source_lines,
         )
         return gathered(exported, destination), None

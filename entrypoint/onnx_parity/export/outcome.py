@@ -7,6 +7,7 @@ exporter does becomes an attempt and findings in the ExportOutcome.
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,7 +15,7 @@ from typing import Any
 
 from onnx_parity.export.assumed import AssumedShapes, read_assumed
 from onnx_parity.export.assumptions import ShapeAssumption
-from onnx_parity.export.capture import CapturedWarning
+from onnx_parity.export.capture import CapturedWarning, unlogged
 from onnx_parity.export.command import command_export
 from onnx_parity.export.constant_shapes import ConstantShape
 from onnx_parity.export.export_batch import HardCodedBatch, choose_export_batch
@@ -28,14 +29,17 @@ from onnx_parity.export.review import (
     warning_findings,
 )
 from onnx_parity.export.structured import export_request
+from onnx_parity.export.unrolled import Retrace, UnrolledLoop
 from onnx_parity.findings import Finding
 from onnx_parity.model_files import ModelFile, remove_model
 from onnx_parity.models import (
     BoundInputs,
+    Dimension,
     ReferenceFailure,
     as_call,
     batch_arrays,
     dimensions,
+    resize,
     run_reference,
     widened_for_export,
 )
@@ -59,6 +63,7 @@ class ExportOutcome:
     # The module the exporters saw and how it is called, when it is not the user's own: the
     # flat wrapper of a call with structure (export/structured.py), which localisation runs.
     exported: tuple[Any, BoundInputs] | None = None
+    loops: tuple[UnrolledLoop, ...] = ()  # TorchScript: the loops it unrolled
 
 
 def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
@@ -76,12 +81,12 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
     other = (_other_exporter(spec.exporters, request, failures, _scratch(destination, "other"))
              if exported is None else None)
     findings = fallback_findings(failures, exported, repo, spec.allow_warnings, other)
+    assumed = AssumedShapes()
     if exported is not None:
         findings += warning_findings(exported.warnings, repo, spec.allow_warnings)
         findings += _second_trace(module, bound, spec, exported, batch)
-    assumed = (read_assumed(exported.exporter, exported.program, exported.model.path, request,
-                            dimensions(spec, bound), repo)
-               if exported and spec.export_command is None else AssumedShapes())
+        if spec.export_command is None:  # a command's file keeps no program or trace to read
+            assumed = _assumed(module, bound, spec, (exported, request), (batch, repo))
     return ExportOutcome(
         exporter=exported.exporter if exported else None,
         model=exported.model if exported else None,
@@ -90,13 +95,31 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
         program=exported.program if exported else None,
         assumptions=assumed.assumptions, constant_shapes=assumed.constant_shapes,
         exported=(request.module, flat) if request.module is not module else None,
+        loops=assumed.loops,
     )
 
 
 def _request(module: Any, bound: BoundInputs, spec: ModelSpec, start: int,
-             batch: int) -> tuple[ExportRequest, BoundInputs]:
+             batch: int, length: tuple[Dimension, int] | None = None
+             ) -> tuple[ExportRequest, BoundInputs]:
+    """The export's call, and how the exporters' module is called; `length`: one declared
+    dimension at another length."""
     feed = _export_feed(module, bound, spec, batch_arrays(bound, start, batch))
+    if length is not None:
+        feed = resize(feed, *length)
     return export_request(module, bound, spec, feed)
+
+
+def _assumed(module: Any, bound: BoundInputs, spec: ModelSpec,
+             done: tuple[Exported, ExportRequest], at: tuple[int, Path]) -> AssumedShapes:
+    """What the export assumed, read from its program or from traces at other lengths."""
+    (exported, request), (batch, repo) = done, at
+    retraces = _retraces(module, bound, spec, exported, batch)
+    try:
+        return read_assumed(exported, request, dimensions(spec, bound), repo, retraces)
+    finally:
+        for retrace in retraces:
+            remove_model(retrace.model)
 
 
 def _export_feed(module: Any, bound: BoundInputs, spec: ModelSpec,
@@ -191,6 +214,35 @@ def _second_trace(module: Any, bound: BoundInputs, spec: ModelSpec, exported: Ex
     first = _operators(exported.model)
     finding = trace_divergence(first, second, spec.allow_warnings)
     return [finding] if finding else []
+
+
+def _retraces(module: Any, bound: BoundInputs, spec: ModelSpec, exported: Exported,
+              batch: int) -> tuple[Retrace, ...]:
+    """TorchScript only: each declared dimension traced again at another length (the first of
+    its other sizes PyTorch runs), with its nodes' source lines; read, then removed."""
+    if exported.exporter != "torchscript":
+        return ()
+    feed = _export_feed(module, bound, spec, batch_arrays(bound, 0, batch))
+    found: list[Retrace] = []
+    for dimension in dimensions(spec, bound):
+        name, axis = dimension.members[0]
+        size = int(feed[name].shape[axis]) if name in feed else 0
+        for other in (n for n in dimension.extra if n >= 2 and n != size):
+            scratch = _scratch(exported.model.path, f"length{len(found)}")
+            request = _request(module, bound, spec, 0, batch, (dimension, other))[0]
+            print(f"--- a TorchScript trace at {dimension.name} {other}, with its nodes' source "
+                  "lines (what the trace unrolled or kept constant)", flush=True)
+            try:
+                with unlogged():  # it prints its whole graph
+                    export("torchscript", dataclasses.replace(request, source_lines=True),
+                           scratch)
+            except ExportFailure as error:
+                print(f"--- that trace failed: {error.message}", flush=True)
+                remove_model(scratch)
+                continue
+            found.append(Retrace(dimension.name, size, other, scratch))
+            break
+    return tuple(found)
 
 
 def _operators(model: ModelFile) -> tuple[str, ...]:

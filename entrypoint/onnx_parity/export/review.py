@@ -1,13 +1,17 @@
 """Turn what the exporters said (failures, warnings, differing traces) into findings.
 
 A warning's file tells whose code it is: inside the repository it is the user's to fix and an
-error; inside an installed package it is reported as a warning (nothing to fix locally).
+error; inside an installed package it is reported as a warning (nothing to fix locally), unless
+it turned a tensor into a Python value (`python_value`) and the export then fails: verification
+makes it an error there (verification/tracer_causes.py). A fix names an exporter only when it
+was tried for this model and exported it.
 An `allow-warnings` entry whose `match` occurs in the message keeps the finding as a note with
 the reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,6 +24,12 @@ from onnx_parity.locations import innermost_user_frame, repo_relative, scrub_pat
 from onnx_parity.settings import AllowWarning
 
 BRANCH_PHRASE = "Converting a tensor to a Python boolean"
+# TracerWarnings of a tensor turned into a Python value (`int()`, `float()`, `bool()`, `math.*`
+# of a size, `.tolist()`, `.numpy()`) or a `torch.tensor(...)` of Python numbers: the trace
+# keeps the value of the export batch. Such a warning explains a failure at another length or
+# on other samples (verification/tracer_causes.py).
+VALUE_PHRASES = ("Converting a tensor to a Python", "Converting a tensor to a NumPy array",
+                 "results are registered as constants in the trace")
 TRACER_CATEGORY = "TracerWarning"
 # A source line that reads a shape: a warning there concerns a shape, not a value.
 SHAPE_READS = (".shape", ".size(", "len(", ".numel(", ".dim(", ".ndim")
@@ -47,9 +57,7 @@ def failure_finding(error: ExportFailure, repo: Path, allowed: tuple[AllowWarnin
             f"{error.message}",
             file=file, line=line,
             severity=Severity.NOTE if fallback_used else Severity.ERROR,
-            fix=(f'Set `exporter = "{other.exporter}"`: it exports this model (tried for this '
-                 "report, not checked against PyTorch until you set it).")
-            if other and other.exports else None,
+            fix=_operator_fix(other),
             details={"operator": operator, "exporter": error.exporter, "handled": fallback_used,
                      **({"other_exporter": {"exporter": other.exporter, "exports": other.exports}}
                         if other else {})},
@@ -83,6 +91,22 @@ def warning_findings(warnings: tuple[CapturedWarning, ...], repo: Path,
     return findings
 
 
+def _operator_fix(other: OtherExporter | None) -> str | None:
+    """An exporter is recommended only when it was tried and exported this model."""
+    if other is None:
+        return None
+    if other.exports:
+        return (f'Set `exporter = "{other.exporter}"`: it exports this model (tried for this '
+                "report, not checked against PyTorch until you set it).")
+    return ("Neither exporter exports this operator: rewrite the operation with supported ops, "
+            "or try a newer `opset`.")
+
+
+ALL_FAILED_FIX = ("Both exporters were tried for this model and failed (each message is above): "
+                  "rewrite the code each message names with supported operations, or try "
+                  "another `opset`.")
+
+
 def _other(other: OtherExporter | None) -> str:
     if other is None:
         return ""
@@ -105,6 +129,8 @@ def _tracer_finding(warning: CapturedWarning, repo: Path) -> Finding:
         # Not the user's code: a warning, since there is nothing to fix in the repository.
         severity=Severity.ERROR if file else Severity.WARNING,
         fix=None if file else _library_fix(warning, package),
+        details={"python_value": True}
+        if any(phrase in warning.message for phrase in VALUE_PHRASES) else {},
     )
 
 
@@ -122,10 +148,9 @@ def _library_fix(warning: CapturedWarning, where: str) -> str:
         "batch gave."
     )
     return (f"This code belongs to the installed package {owner} ({where}), not to your "
-            f"repository: there is nothing to rewrite on your side. {concern} Pin "
-            f"`exporter = \"dynamo\"` if it exports this model, or pin the {owner} version "
-            "that exports it cleanly; or accept the warning in `[[model.allow-warnings]]` with "
-            "a reason.")
+            f"repository: there is nothing to rewrite on your side. {concern} Pin the "
+            f"{owner} version that exports it cleanly, or accept the warning in "
+            "`[[model.allow-warnings]]` with a reason.")
 
 
 def _line_text(path: str, line: int) -> str:
@@ -178,8 +203,13 @@ def fallback_findings(failures: Sequence[ExportFailure], exported: Exported | No
     """Each failed exporter's finding and warnings; a note when a later exporter took over."""
     findings: list[Finding] = []
     handled = exported is not None
+    # Every exporter failed, each tried: no fix may send the model to "the other exporter".
+    tried_all = not handled and len({failure.exporter for failure in failures}) > 1
     for failure in failures:
         finding = failure_finding(failure, repo, allowed, fallback_used=handled, other=other)
+        if tried_all and finding.code in ("unsupported-operator", "export-error") \
+                and finding.fix is None:
+            finding = dataclasses.replace(finding, fix=ALL_FAILED_FIX)
         if finding.code != "export-error" or not handled:
             findings.append(finding)
         findings.extend(warning_findings(failure.warnings, repo, allowed))

@@ -214,7 +214,7 @@ def _checked(job: ModelJob, workdir: Path, ledger: Ledger,
     if failure is not None:
         with timer.step("localise"):
             _localise(built, failure, verified, job, ledger, timer)
-    ledger.findings += verified.findings
+    ledger.findings = verified.judged(ledger.findings) + verified.findings
     ledger.comparisons += verified.comparisons
     ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
     ledger.lengths = verified.lengths
@@ -253,7 +253,8 @@ def _verify(built: Built, job: ModelJob, ledger: Ledger) -> Verified:
     ledger.opset = facts.opset
     ledger.findings += model_findings(facts, job.spec)
     exported = Exported(outcome.model, facts, outcome.export_batch, outcome.frozen,
-                        outcome.findings, Assumed(outcome.assumptions, outcome.constant_shapes))
+                        outcome.findings, Assumed(outcome.assumptions, outcome.constant_shapes,
+                                                      outcome.loops))
     torch_side = TorchSide(built.loaded.module, built.bound, built.samples.golden)
     return verify_model(torch_side, exported, job.spec, job.repo, job.threads)
 
@@ -266,7 +267,8 @@ def _localise(built: Built, failure: tuple[CutRun, str, bool], verified: Verifie
     module, bound = outcome.exported or (built.loaded.module, built.bound)
     request = localise.Localisation(
         module, outcome.program, outcome.exporter or "", outcome.model,
-        bound, spec, job.repo, localise.deadline_for(spec.timeout_seconds, timer.started))
+        bound, spec, job.repo, localise.deadline_for(spec.timeout_seconds, timer.started),
+        outcome.attempts)
     localised = localise.localise(request, *failure)
     ledger.divergence, ledger.repro = localised.divergence, localised.repro
     verified.findings = localise.attach(verified.findings, localised, job.repo)

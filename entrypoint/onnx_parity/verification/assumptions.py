@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from onnx_parity.export import ConstantShape, ShapeAssumption
+from onnx_parity.export import ConstantShape, ShapeAssumption, UnrolledLoop
 from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.verification.far_side import far_side_lengths
@@ -147,13 +147,38 @@ def _baked(dimension: str, shapes: list[ConstantShape], failures: Mapping[int, s
         f"{dimension} {_list(lengths)}: {what}",
         file=first.file, line=first.line, severity=Severity.ERROR,
         fix=("Compute the size from the tensor (`x.shape[1]`, `x.size(1)`, `-1` in reshape) "
-             "instead of a Python int (`int(...)`, `math` on a shape) in the forward named, or "
-             '`exporter = "dynamo"`, which keeps sizes symbolic, or set `axis-sizes` to the '
-             "export length and document the requirement."),
+             "instead of a Python int (`int(...)`, `math` on a shape) in the forward named, "
+             "or set `axis-sizes` to the export length and document the requirement."),
         details={"dimension": dimension, "condition": f"{dimension} must be {first.size}",
                  "violating_sizes": [n for n in ran if n != first.size],
                  "failed_sizes": lengths, "node": first.node,
                  "constant": list(first.values)},
+    )
+
+
+def loop_findings(loops: Sequence[UnrolledLoop], failed: Failed, ran: Ran) -> list[Finding]:
+    """A Python loop the trace unrolled into the export size, where its dimension failed: the
+    error names the loop's line, and explains the failing lengths."""
+    return [_unrolled(loop, failed[loop.dimension], tuple(ran.get(loop.dimension, ())))
+            for loop in loops if failed.get(loop.dimension)]
+
+
+def _unrolled(loop: UnrolledLoop, failures: Mapping[int, str], ran: tuple[int, ...]) -> Finding:
+    name, lengths = loop.dimension, sorted(failures)
+    return Finding(
+        "shape-assumption",
+        f"the TorchScript export unrolled {loop.describe()}; the ONNX file computes those "
+        f"{loop.steps} steps at every length, and the model fails at {name} {_list(lengths)}: "
+        f"{_failures(name, lengths, failures)}",
+        file=loop.file, line=loop.line, severity=Severity.ERROR,
+        fix=("Replace the Python loop over the axis with an operation over the whole axis "
+             "(`torch.nn.GRU` for a `GRUCell` stepped in Python, a `cumsum`, a batched "
+             "matmul), or `torch.jit.script` the loop so that it exports as an ONNX `Loop`; if "
+             f"the model is only meant for {name} {loop.steps}, set `axis-sizes` to it and "
+             "document the requirement."),
+        details={"dimension": name, "condition": f"{name} must be {loop.steps}",
+                 "violating_sizes": [n for n in ran if n != loop.steps],
+                 "failed_sizes": lengths, "node": loop.first},
     )
 
 

@@ -2,12 +2,13 @@
 
 Built from the typed `Divergence` alone (no dict, no numpy), so the two places that say it read
 the same facts: the localised parity finding's message (localise.py) and the console's line
-under the verdict table (report/console_text.py).
+under the verdict table (report/console_text.py). And why a TorchScript graph is not
+localised to a line (`dynamo_hint`): dynamo is named as the way only when it exports the model.
 """
 
 from __future__ import annotations
 
-from onnx_parity.results import Divergence, NodeCheck
+from onnx_parity.results import Divergence, ExportAttempt, NodeCheck
 
 
 def first_sentence(divergence: Divergence, first: NodeCheck) -> str:
@@ -25,3 +26,21 @@ def first_sentence(divergence: Divergence, first: NodeCheck) -> str:
 
 def _e(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.2e}"
+
+
+NEEDS_DYNAMO = ("localising a mismatch to a line needs the dynamo exporter (`exporter = "
+                '"dynamo"`), whose graph records where each node comes from')
+NO_LINES = "a TorchScript graph records no source line for its nodes"
+
+
+def dynamo_hint(attempts: tuple[ExportAttempt, ...]) -> str:
+    """Why a TorchScript graph is not localised to a line; dynamo is named as the way only when
+    it exported this model."""
+    dynamo = next((a for a in attempts if a.exporter == "dynamo"), None)
+    if dynamo is not None and dynamo.succeeded:
+        return NEEDS_DYNAMO
+    if dynamo is not None:
+        return (f"{NO_LINES}, and the dynamo exporter, whose graph records them, failed for this "
+                f"model ({dynamo.message})")
+    return (f"{NO_LINES}; the dynamo exporter records them, but `exporter` did not list it for "
+            "this model, so whether it exports the model is not known")

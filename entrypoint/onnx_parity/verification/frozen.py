@@ -25,8 +25,8 @@ BATCH_SUBJECT = "batch axis"
 DIMENSION_FIX = (
     "The graph computes for the export size only: a Python loop or a size read as a Python "
     "number (`for t in range(x.shape[1])`, `int(x.size(1))`) is unrolled or baked in by the "
-    "tracer. Export with `exporter = \"dynamo\"`, or compute over the whole axis with tensor "
-    "ops; `axis-sizes` sets the sizes checked."
+    "tracer. Compute over the whole axis with tensor ops; `axis-sizes` sets the sizes "
+    "checked."
 )
 
 

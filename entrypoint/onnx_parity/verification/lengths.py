@@ -9,7 +9,8 @@ trace baked) explains a failing length, that assumption's `shape-assumption` (bu
 assumptions.py) is the finding instead. TracerWarnings the export raised inside installed
 packages are warnings of their own while every length runs clean; when one fails they are
 quoted as the evidence of its error (file:line and text), since that is where a library read
-the length as a Python number.
+the length as a Python number; those of a tensor turned into a Python value, the user's or a
+package's, explain it (tracer_causes.py).
 """
 
 from __future__ import annotations
@@ -18,22 +19,27 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from onnx_parity.export import ConstantShape, ShapeAssumption
+from onnx_parity.export import ConstantShape, ShapeAssumption, UnrolledLoop
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.results import DimensionLengths
 from onnx_parity.verification.assumptions import (
     assumption_findings,
     constant_shape_findings,
     explained,
+    loop_findings,
 )
 from onnx_parity.verification.axis_runs import LengthFailure
 from onnx_parity.verification.far_side import BatchRuns
 from onnx_parity.verification.repeats import merge_repeats
-
-# The export findings that quote a TracerWarning (export/review.py); those of an installed
-# package have no file in the repository.
-TRACER_CODES = ("tracer-warning", "data-dependent-branch")
-TRACER_PREFIX = "TracerWarning at "
+from onnx_parity.verification.tracer_causes import (
+    CAUSE,
+    TRACER_CODES,
+    TRACER_PREFIX,
+    explained_fix,
+    place,
+    places,
+    value_warnings,
+)
 
 
 @dataclass(frozen=True)
@@ -43,6 +49,7 @@ class Assumed:
 
     assumptions: tuple[ShapeAssumption, ...] = ()
     constant_shapes: tuple[ConstantShape, ...] = ()
+    loops: tuple[UnrolledLoop, ...] = ()  # export/unrolled.py
 
 
 def length_findings(failures: Sequence[LengthFailure], lengths: Mapping[str, DimensionLengths],
@@ -62,39 +69,55 @@ def length_findings(failures: Sequence[LengthFailure], lengths: Mapping[str, Dim
         failed[label], ran[label], skipped[label] = (dict(batches.failed), batches.ran,
                                                      tuple(batches.skipped))
     found = [*assumption_findings(assumed.assumptions, failed, ran, skipped),
+             *loop_findings(assumed.loops, failed, ran),
              *constant_shape_findings(assumed.constant_shapes, failed, ran)]
     covered = explained(found)
     mismatches = merge_repeats([_finding(failure) for failure in failures
                                 if failure.length not in covered.get(failure.dimension.name, ())])
-    return _quoting(found, mismatches, _package_warnings(export_findings))
+    return _quoting(found, mismatches, _tracer_warnings(export_findings))
 
 
 def _quoting(found: list[Finding], mismatches: list[Finding],
-             quoted: list[tuple[str, str]]) -> list[Finding]:
-    """Every error of a failing length quotes the export's TracerWarnings inside installed
-    packages: where the length was most likely read as a Python number."""
+             quoted: list[Finding]) -> list[Finding]:
+    """Every error of a failing length quotes the export's TracerWarnings (file:line and text):
+    where the length was most likely read as a Python number. Those that kept a value constant
+    (the user's own lines first) explain the failure: its fix says it follows from them."""
     if not quoted:
         return [*found, *mismatches]
-    places = ", ".join(dict.fromkeys(where.removeprefix(TRACER_PREFIX).split(" (")[0]
-                                     for where, _ in quoted))
-    lines = [f"{where}: {text}" for where, text in quoted]
-    findings = [finding if finding.severity != Severity.ERROR else dataclasses.replace(
-        finding, evidence="\n".join([finding.evidence or finding.message, *lines]))
+    lines = [f"{place(warning)}: {' '.join((warning.evidence or '').split())}"
+             for warning in quoted]
+    causes = value_warnings(quoted)
+    findings = [finding if finding.severity != Severity.ERROR else _explained(
+        finding, causes, evidence="\n".join([finding.evidence or finding.message, *lines]))
         for finding in found]
-    findings += [dataclasses.replace(
-        finding, message=f"{finding.message}; the export's TracerWarnings inside installed "
-                         f"packages, each a value the trace kept constant: {places}",
+    findings += [_explained(
+        finding, causes, message=f"{finding.message}; the export's TracerWarnings, each a value "
+                                 f"the trace kept constant: {places(quoted)}",
         evidence="\n".join([finding.evidence or "", *lines])) for finding in mismatches]
     return findings
 
 
-def _package_warnings(export_findings: Sequence[Finding]) -> list[tuple[str, str]]:
-    """Each TracerWarning raised inside an installed package: where (`TracerWarning at
-    transformers/.../modeling_swin.py:123 (an installed package)`) and its whole text."""
-    return [(finding.message.split(": ", 1)[0], " ".join((finding.evidence or "").split()))
-            for finding in export_findings
-            if finding.code in TRACER_CODES and finding.file is None
-            and finding.message.startswith(TRACER_PREFIX)]
+def _explained(finding: Finding, causes: list[Finding], message: str | None = None,
+               evidence: str | None = None) -> Finding:
+    """The finding quoting the warnings; explained by those that kept a value constant."""
+    changed = dataclasses.replace(finding, message=message or finding.message,
+                                  evidence=evidence)
+    if not causes:
+        return changed
+    own = f" {finding.fix}" if finding.fix else ""
+    return dataclasses.replace(
+        changed, fix=explained_fix(causes, "The failure at these lengths") + own,
+        details={**finding.details, "explained_by": CAUSE})
+
+
+def _tracer_warnings(export_findings: Sequence[Finding]) -> list[Finding]:
+    """The export's TracerWarnings a failing length quotes: those of a value the trace kept
+    constant (the user's own first), then any other raised inside an installed package
+    (`TracerWarning at transformers/.../modeling_swin.py:123 (an installed package)`)."""
+    values = value_warnings(export_findings)
+    return values + [finding for finding in export_findings
+                     if finding.code in TRACER_CODES and finding.file is None
+                     and finding.message.startswith(TRACER_PREFIX) and finding not in values]
 
 
 def _finding(failure: LengthFailure) -> Finding:

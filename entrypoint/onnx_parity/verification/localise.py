@@ -23,12 +23,12 @@ from onnx_parity.findings import CATALOGUE, Finding
 from onnx_parity.locations import scrub_paths, source_line
 from onnx_parity.model_files import ModelFile
 from onnx_parity.models import BoundInputs, as_call
-from onnx_parity.results import Divergence, NodeCheck, OutputComparison, Repro
+from onnx_parity.results import Divergence, ExportAttempt, NodeCheck, OutputComparison, Repro
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.cuts import CutRun, ort_feed
 from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
-from onnx_parity.verification.divergence_text import first_sentence
+from onnx_parity.verification.divergence_text import dynamo_hint, first_sentence
 from onnx_parity.verification.node_sources import Origin, dynamo_origin
 from onnx_parity.verification.onnx_values import (
     LOCALISATION_LEVEL,
@@ -54,14 +54,12 @@ from onnx_parity.verification.torch_values import (
     module_values,
 )
 
-NEEDS_DYNAMO = ("localising a mismatch to a line needs the dynamo exporter (`exporter = "
-                '"dynamo"`), whose graph records where each node comes from')
 
-
-def _needs_dynamo(spec: ModelSpec) -> str:
-    """Why localising needs dynamo's program, and how to get one for this model."""
-    if spec.export_command is None:
-        return NEEDS_DYNAMO
+def _needs_dynamo(request: Localisation) -> str:
+    """Why localising needs dynamo's program, and whether this model can have one: dynamo is
+    named as the way only when it exported the model."""
+    if request.spec.export_command is None:
+        return dynamo_hint(request.attempts)
     return ("the file comes from `export-command`, and localising a mismatch to a line needs "
             "the tool's own dynamo export: run the check once without `export-command`")
 
@@ -78,6 +76,8 @@ class Localisation:
     spec: ModelSpec
     repo: Path
     deadline: float  # time.monotonic() by which it must be done (the model's timeout)
+    # The export's attempts: whether dynamo, whose graph records lines, exports this model.
+    attempts: tuple[ExportAttempt, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def localise(request: Localisation, run: CutRun, output: str, drift: bool = Fals
     if not compared:
         reason = ("no value of the exported graph has a counterpart in PyTorch"
                   if request.program is not None else "the graph names no module scope of a "
-                  f"leaf module; {_needs_dynamo(request.spec)}")
+                  f"leaf module; {_needs_dynamo(request)}")
         return Localised(attempt.output, _empty(attempt, reason))
     return _judged(attempt, graph, compared, skipped)
 
@@ -167,7 +167,7 @@ def _judged(attempt: _Attempt, graph: Graph, compared: list[Compared],
     unlocalised = None
     if first is None:
         hint = ("" if attempt.request.program is not None
-                else f"; {_needs_dynamo(attempt.request.spec)}")
+                else f"; {_needs_dynamo(attempt.request)}")
         unlocalised = ("every compared value is within the tolerance: the drift comes from "
                        "code no compared value covers" + hint)
     divergence = _divergence(attempt, nodes, skipped, unlocalised)
@@ -193,7 +193,8 @@ def _repro(attempt: _Attempt, graph: Graph, compared: list[Compared], first: Com
     values = {**ort_feed(inputs, request.bound, cut.feed),
               **{c.value: c.actual for c in compared}}
     case = ReproCase(request.spec.name, request.model, graph, first.value, boundary, values,
-                     first.expected, cut.size, LOCALISATION_LEVEL, "localisation")
+                     first.expected, cut.size, LOCALISATION_LEVEL, "localisation",
+                     origin=first.origin)
     return build_repro(case, request.spec, request.repo)
 
 

@@ -18,6 +18,7 @@ from onnx_parity.models import OutputKind, Reference
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import Mask
+from onnx_parity.verification.tracer_causes import CAUSE, explained_fix, value_warnings
 
 
 def sample_notes(notes: Iterable[str]) -> list[Finding]:
@@ -159,8 +160,9 @@ def comparison_findings(comparisons: list[OutputComparison], nonfinite: set[str]
                         spec: ModelSpec, drifted: frozenset[str] = frozenset(),
                         explained: list[Finding] | None = None) -> list[Finding]:
     """`drifted` outputs have an optimizer-drift instead; `explained` are the model's other
-    findings, of which a baked branch or a frozen dimension explains a mismatch."""
-    cause = next((f for f in explained or [] if CATALOGUE[f.code].explains_mismatch), None)
+    findings, of which a baked branch, a frozen dimension or a TracerWarning of a value the
+    trace kept constant explains a mismatch."""
+    cause = _cause(explained or [])
     findings: list[Finding] = []
     for output in dict.fromkeys(c.output for c in comparisons):
         rows = [c for c in comparisons if c.output == output]
@@ -171,7 +173,7 @@ def comparison_findings(comparisons: list[OutputComparison], nonfinite: set[str]
 
 def _output_findings(output: str, rows: list[OutputComparison], nonfinite: bool,
                      spec: ModelSpec, parity: bool = True,
-                     cause: Finding | None = None) -> list[Finding]:
+                     cause: Cause | None = None) -> list[Finding]:
     findings: list[Finding] = []
     shapes = [c for c in rows if c.torch_shape != c.onnx_shape]
     if shapes:
@@ -251,20 +253,43 @@ def _at(batches: list[int]) -> str:
             else "at batches " + ", ".join(str(size) for size in batches))
 
 
+@dataclasses.dataclass(frozen=True)
+class Cause:
+    """What explains a mismatch: the code recorded as `explained_by`, and the fix."""
+
+    code: str
+    fix: str
+
+
+def _cause(findings: list[Finding]) -> Cause | None:
+    """The first finding that explains a mismatch by itself; else the TracerWarnings of values
+    the trace kept constant (also where that first finding is explained by them)."""
+    first = next((f for f in findings if CATALOGUE[f.code].explains_mismatch), None)
+    warnings = value_warnings(findings)
+    if warnings and (first is None or first.details.get("explained_by") == CAUSE):
+        return Cause(CAUSE, explained_fix(warnings, "The mismatch"))
+    return Cause(first.code, _explained_fix(first)) if first else None
+
+
 def _parity_finding(output: str, failing: list[OutputComparison], nonfinite: bool,
-                    spec: ModelSpec, cause: Finding | None) -> Finding:
+                    spec: ModelSpec, cause: Cause | None) -> Finding:
     parts = [describe(c, spec, tolerance=cause is None) for c in failing]
     return Finding("nan-or-inf" if nonfinite else "parity-mismatch",
                    f'output "{output}" ' + "; ".join(parts),
-                   fix=_explained_fix(cause) if cause else None,
+                   fix=cause.fix if cause else None,
                    details={"batches": [c.batch_size for c in failing], "output": output,
                             **({"explained_by": cause.code} if cause else {})})
 
 
+_CAUSES = {"data-dependent-branch": "the Python branch on tensor values",
+           "shape-assumption": "what the export assumed of a declared dimension",
+           "length-mismatch": "the length the graph computes for",
+           "nondeterministic-model": "the random values drawn inside forward"}
+
+
 def _explained_fix(cause: Finding) -> str:
     where = f" at {cause.file}:{cause.line}" if cause.file else ""
-    what = ("the Python branch on tensor values" if cause.code == "data-dependent-branch"
-            else "the frozen dimension")
+    what = _CAUSES.get(cause.code, "the frozen dimension")
     return (f"The mismatch follows from {what}{where} (`{cause.code}` above): fix that first. "
             "Do not raise the tolerance: no atol makes an export that computes one branch or "
             "one size right for the others.")

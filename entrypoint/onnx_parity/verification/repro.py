@@ -29,7 +29,7 @@ from onnx_parity.model_files import ModelFile
 from onnx_parity.results import Repro
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import compare_output
-from onnx_parity.verification.node_sources import dynamo_origin
+from onnx_parity.verification.node_sources import Origin, dynamo_origin
 from onnx_parity.verification.onnx_values import Graph
 from onnx_parity.verification.runtime import RuntimeFailure, open_session, run_session
 
@@ -52,6 +52,9 @@ class ReproCase:
     optimization: str  # the level the divergence was measured at
     found_by: str  # results.Repro.found_by
     reference: str = "pytorch"  # results.Repro.reference
+    # Where localisation placed the target when the graph records no line (a TorchScript
+    # node's module: its class's forward).
+    origin: Origin | None = None
 
 
 @dataclass(frozen=True)
@@ -118,13 +121,16 @@ def _repro(case: ReproCase, spec: ModelSpec, cut: tuple[tuple[str, ...], frozens
            repo: Path, folder: Path) -> Repro:
     inputs, nodes = cut
     origin = dynamo_origin(case.graph.producer()[case.target], repo)
+    placed = case.origin if origin.file is None and case.origin else origin
+    lines = user_lines(case.graph, nodes, repo) or (
+        (f"{placed.file}:{placed.line}",) if placed.file else ())
     return Repro(
-        value=case.target, op=origin.op, file=origin.file, line=origin.line,
+        value=case.target, op=origin.op, file=placed.file, line=placed.line,
         found_by=case.found_by, reference=case.reference, optimization=case.optimization,
         batch_size=case.batch_size, samples=case.batch_size, inputs=inputs,
         outputs=(case.target,), nodes=len(nodes), atol=spec.atol, rtol=spec.rtol,
         max_abs_diff=None, reproduces=False, size_bytes=0,
-        limit_bytes=int(spec.repro_max_mb * MB), lines=user_lines(case.graph, nodes, repo),
+        limit_bytes=int(spec.repro_max_mb * MB), lines=lines,
         platform=platform.platform(), folder=str(folder),
     )
 

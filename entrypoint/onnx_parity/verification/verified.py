@@ -49,6 +49,7 @@ from onnx_parity.verification.run_failures import (
 )
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
 from onnx_parity.verification.self_check import self_check
+from onnx_parity.verification.tracer_causes import promoted
 
 # Each batch size runs over consecutive cuts covering every sample, up to this many cuts.
 MAX_CUTS_PER_BATCH_SIZE = 8
@@ -95,6 +96,14 @@ class Verified:
     lengths: dict[str, DimensionLengths] = field(default_factory=dict)
     # Every cut both runtimes ran, at every shape: what deployment variants are checked on.
     runs: list[CutRun] = field(default_factory=list)
+    # (an export finding, the same as verification judged it): a TracerWarning that explains
+    # a failure is an error (tracer_causes.py).
+    promoted: list[tuple[Finding, Finding]] = field(default_factory=list)
+
+    def judged(self, findings: list[Finding]) -> list[Finding]:
+        """`findings` (the model's, the export's among them) with the promoted ones replaced."""
+        return [next((new for old, new in self.promoted if old is finding), finding)
+                for finding in findings]
 
 
 @dataclass(frozen=True)
@@ -149,6 +158,7 @@ def verify_model(torch_side: TorchSide, exported: Exported, spec: ModelSpec, rep
     verified.findings += layout_notes(r for run in runner.ran for r in run.relaid)
     verified.runs = [run for run in runner.ran if run.reference and run.runtime_error is None]
     verified.findings = merge_repeats(verified.findings)
+    verified.promoted = promoted(exported.export_findings, verified.findings)
     return verified
 
 
