@@ -212,16 +212,9 @@ def _from_deployed(bound: BoundInputs, contract: CallContract,
 
 
 def _check_axes(spec: ModelSpec, bound: BoundInputs) -> None:
-    """Every declared axis (and batch axis) exists in the deployed tensor the samples give."""
+    """Every declared axis (and batch axis) exists in the deployed tensor the samples give, and
+    every derived axis holds the length its expression gives."""
     contract = bound.contract
-    for wrong in contract.contradictions(bound.arrays):
-        raise LoadError(
-            f'model "{spec.name}": input "{wrong.name}" axis {wrong.axis} is declared '
-            f'"{wrong.linear}", so at {wrong.linear.root} {wrong.root_length} (the committed '
-            f"samples) it must be {wrong.linear.length(wrong.root_length)} long, but its samples "
-            f"hold {wrong.found}.",
-            fix=f'Commit samples whose "{wrong.name}" axis {wrong.axis} is {wrong.linear} long, '
-                "or declare the expression the model really follows.")
     for name, array in bound.arrays.items():
         rank = contract.deployed_rank(name, array.ndim)
         batch = contract.batch_axis(name)
@@ -230,10 +223,18 @@ def _check_axes(spec: ModelSpec, bound: BoundInputs) -> None:
         if beyond:
             raise LoadError(
                 f"model \"{spec.name}\": {_declared_by(spec, name, beyond[0])} axis {beyond[0]} "
-                f"of input \"{name}\", but its deployed tensor has rank {rank} (samples "
-                f"{list(array.shape)}: axis 0 = samples{_batch_note(batch)}).",
-                fix=f"Number the deployed tensor's axes from 0 up to {rank - 1}.",
+                f"of input \"{name}\", but its samples have rank {array.ndim} (shape "
+                f"{list(array.shape)}, axis 0 = samples{_batch_note(batch)}).",
+                fix=f"Number axes from 0 up to {rank - 1} (the deployed tensor's).",
             )
+    for wrong in contract.contradictions(bound.arrays):
+        raise LoadError(
+            f'model "{spec.name}": input "{wrong.name}" axis {wrong.axis} is declared '
+            f'"{wrong.linear}", so at {wrong.linear.root} {wrong.root_length} (the committed '
+            f"samples) it must be {wrong.linear.length(wrong.root_length)} long, but its samples "
+            f"hold {wrong.found}.",
+            fix=f'Commit samples whose "{wrong.name}" axis {wrong.axis} is {wrong.linear} long, '
+                "or declare the expression the model really follows.")
 
 
 def _declared_by(spec: ModelSpec, name: str, axis: int) -> str:
@@ -243,7 +244,7 @@ def _declared_by(spec: ModelSpec, name: str, axis: int) -> str:
 
 def _batch_note(batch: int | None) -> str:
     if batch is None:
-        return ', the rest one deployed value (batch-axis "none")'
+        return ', the rest one deployed value: batch-axis "none"'
     return "" if batch == 0 else f", stacked at the deployed axis {batch}"
 
 
