@@ -122,6 +122,14 @@ class FindingDetails(TypedDict, total=False):
     op: str | None
     largest: float
     tensors: list[str]
+    # generation (verification/generation_review.py): the first token that differs
+    step: int
+    row: int
+    pytorch_token: int
+    onnx_token: int
+    logit_diff: float
+    margin: float
+    near_tie: bool
     # where it points (pipeline/all_models.py) and localisation (verification/localise.py)
     source: str
     localisation: str

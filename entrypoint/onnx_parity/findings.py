@@ -33,6 +33,7 @@ Code: TypeAlias = Literal[
     "length-mismatch",
     "nondeterministic-model",
     "runtime-unsupported",
+    "generation-mismatch",
 ]
 CODES: tuple[Code, ...] = get_args(Code)
 
@@ -277,6 +278,15 @@ CATALOGUE: dict[Code, CodeInfo] = {
         'Set `dtype = "float32"` to check the model in float32 on the CPU (the factory\'s '
         'model and its float samples are cast before export), with `variants = ["fp16"]` to '
         "check half precision too; or check it where onnxruntime's provider has the kernel.",
+    ),
+    "generation-mismatch": CodeInfo(
+        Severity.ERROR,
+        "greedy decoding picks another token in onnxruntime than in PyTorch (`generate`); "
+        "when PyTorch's top-2 margin there is below the tolerance it is a near-tie, a warning",
+        "Look at the step named: a mismatch from the first one-token step on usually means a "
+        "position, mask or cache length computed as a Python number during export (baked by "
+        "TorchScript) or a branch only the one-token step takes; compare the per-step logit "
+        "drift in the report. A near-tie is numeric noise deciding between two equal tokens.",
     ),
 }
 

@@ -6,6 +6,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from onnx_parity.findings import Finding, Severity
+from onnx_parity.generation_results import GenerationResult
 
 
 @dataclass(frozen=True)
@@ -261,10 +262,9 @@ class ModelResult:
     max_rss_bytes: int | None = None
     # Repository files the worker opened or imported -> sha256 (the cache's fingerprint).
     files_read: dict[str, str] = field(default_factory=dict)
-    # Set when the result came from the cache instead of a worker.
-    cached_from: Provenance | None = None
-    # The model in the baseline report; None without a baseline or for a new model.
-    base: BaseFigures | None = None
+    cached_from: Provenance | None = None  # set when the cache handed the result back
+    base: BaseFigures | None = None  # the model in the baseline report (None: none there)
+    generation: GenerationResult | None = None  # a generating model's decoding (`generate`)
 
     @property
     def passed(self) -> bool:

@@ -4,6 +4,7 @@
 from .batches import batch_plan
 from .binding import BoundInputs, bind_inputs
 from .checkpoints import checkpoint_classes
+from .decoder import CacheShape, cache_shape, decoder_module, step_samples, step_spec
 from .dtypes import to_array
 from .factory import LoadedModel, build_model
 from .flat_call import FlatInputs, flat_inputs, has_structure
@@ -25,6 +26,7 @@ from .torch_builds import companion_pins, installed_version, missing_release_not
 
 __all__ = [
     "BoundInputs",
+    "CacheShape",
     "Call",
     "Dimension",
     "FlatInputs",
@@ -41,9 +43,11 @@ __all__ = [
     "batch_plan",
     "bind_inputs",
     "build_model",
+    "cache_shape",
     "cast_samples",
     "checkpoint_classes",
     "companion_pins",
+    "decoder_module",
     "dimensions",
     "flat_inputs",
     "has_structure",
@@ -55,6 +59,8 @@ __all__ = [
     "probe_model",
     "resize",
     "run_reference",
+    "step_samples",
+    "step_spec",
     "to_array",
     "widened_for_export",
 ]

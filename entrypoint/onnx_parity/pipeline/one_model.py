@@ -22,6 +22,7 @@ from typing import Any
 
 from onnx_parity.export import ExportOutcome, export_model, inspect_model, model_findings
 from onnx_parity.findings import Finding, Severity
+from onnx_parity.generation_results import GenerationResult
 from onnx_parity.model_files import ModelFile
 from onnx_parity.models import (
     BoundInputs,
@@ -36,6 +37,7 @@ from onnx_parity.models import (
     load_samples,
 )
 from onnx_parity.pipeline.cache.reads import record_reads
+from onnx_parity.pipeline.generating import generation_checked
 from onnx_parity.pipeline.threads import use_torch_threads
 from onnx_parity.results import (
     DimensionLengths,
@@ -99,6 +101,7 @@ class Ledger:
     lengths: dict[str, DimensionLengths] = field(default_factory=dict)
     divergence: Divergence | None = None
     repro: Repro | None = None
+    generation: GenerationResult | None = None
 
     def result(self) -> ModelResult:
         return ModelResult(
@@ -114,7 +117,7 @@ class Ledger:
             axis_sizes=dict(self.axis_sizes), dimension_sizes=dict(self.dimension_sizes),
             linked_axes=dict(self.linked_axes),
             lengths=dict(self.lengths),
-            divergence=self.divergence, repro=self.repro,
+            divergence=self.divergence, repro=self.repro, generation=self.generation,
         )
 
 
@@ -176,6 +179,9 @@ def run_model(job: ModelJob, workdir: Path, progress: Progress) -> ModelResult:
 
 
 def _stages(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
+    if job.spec.generate is not None:  # checked the way it generates, token by token
+        generation_checked(job, workdir, ledger, timer)
+        return
     fp32 = _checked(job, workdir, ledger, timer)
     if fp32 is not None and job.spec.variants:
         # The check's frame is gone, and with it PyTorch's module and dynamo's program (whose

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from onnx_parity.findings import Severity
+from onnx_parity.report.generation_table import generation_lines
 from onnx_parity.results import ModelResult, RunResult
 from onnx_parity.verification import first_sentence
 
@@ -69,8 +70,9 @@ def verdict_table(run: RunResult) -> str:
 
 
 def divergence_lines(run: RunResult, source: SourceLine) -> str:
-    """For each localised mismatch: where it diverges first, then the source line."""
-    lines: list[str] = []
+    """For each localised mismatch: where it diverges first, then the source line; for each
+    generating model, how its greedy decoding went."""
+    lines: list[str] = generation_lines(run)
     for model in run.models:
         lines += _divergence_of(model, source)
     return "".join(f"{line}\n" for line in lines)

@@ -178,6 +178,25 @@ class LengthsJson(TypedDict):
     skipped: dict[str, str]
 
 
+class TokenDifferenceJson(TypedDict):  # generation_results.TokenDifference
+    step: int
+    row: int
+    pytorch_token: int
+    onnx_token: int
+    logit_diff: float
+    margin: float
+    near_tie: bool
+
+
+class GenerationJson(TypedDict):  # generation_results.GenerationResult
+    steps: int
+    rows: int
+    tokens_agree: list[int]  # per row: steps whose tokens agreed before the first difference
+    first_token_difference: TokenDifferenceJson | None
+    max_logit_diff: list[float]  # per step, padded positions left out
+    teacher_forced_from: int | None
+
+
 class ModelJson(TypedDict):
     """One model of report.json, also what the cache keeps of a result."""
 
@@ -214,6 +233,7 @@ class ModelJson(TypedDict):
     repro: NotRequired[ReproJson | None]  # the repro folder (absent in older reports)
     max_rss_bytes: int | None  # the worker's peak resident memory (None: not measured)
     seconds: NotRequired[Figure]  # the worker's wall time, when it was measured
+    generation: NotRequired[GenerationJson]  # a generating model's decoding (`generate`)
 
 
 class RunJson(TypedDict):

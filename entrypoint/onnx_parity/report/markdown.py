@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from onnx_parity.findings import CATALOGUE, Finding, Severity
 from onnx_parity.report.drift_chart import drift_chart
+from onnx_parity.report.generation_table import generation_section
 from onnx_parity.report.repro_text import repro_section
 from onnx_parity.report.variants_table import variants_section
 from onnx_parity.results import ModelResult, OutputComparison, RunResult
@@ -24,6 +25,8 @@ def render_markdown(run: RunResult, *, source_base: str | None = None, detail: i
     parts = [_headline(run), "", *_table(run), *_below_table(run)]
     if detail > TABLE and (variants := variants_section(run)):
         parts += ["", *variants]
+    if detail > TABLE and (generation := generation_section(run)):
+        parts += ["", *generation]
     if detail > TABLE:
         for model in run.models:
             if not model.passed or _has_warnings(model):

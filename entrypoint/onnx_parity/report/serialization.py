@@ -1,11 +1,8 @@
 """Results as JSON and back: report.json and `<name>.parity.json`, the one place they are written.
 
-The `comment` command (two-job mode) re-renders the markdown from report.json alone, so the
-file round-trips everything the markdown shows. Figures that can be infinite (NaN against a
-number) are written as the strings "inf", "-inf" or "nan" (json_values.py, with the findings).
-The files' shapes are json_shapes.py's typed dicts; a report.json that does not have its shape
-(a key missing, a value of another type, an unknown finding code) is a ReportFormatError.
-"""
+`comment` re-renders the markdown from report.json alone, so the file round-trips all it shows.
+Infinite figures are "inf", "-inf" or "nan" (json_values.py); the shapes are json_shapes.py's
+typed dicts, and a report.json without its shape is a ReportFormatError."""
 
 from __future__ import annotations
 
@@ -14,6 +11,7 @@ from typing import cast
 from onnx_parity import __version__
 from onnx_parity.errors import UserError
 from onnx_parity.findings import Finding, parse_code
+from onnx_parity.report.generation_json import generation_from_json, generation_to_json
 from onnx_parity.report.json_shapes import (
     AttemptJson,
     BaseFiguresJson,
@@ -134,6 +132,8 @@ def model_to_json(model: ModelResult) -> ModelJson:
         data["seconds"] = number_to_json(model.seconds)
     if model.linked_axes:  # only a model that declares an expression (`past + 1`) has them
         data["linked_axes"] = {name: list(axes) for name, axes in model.linked_axes.items()}
+    if model.generation is not None:  # a generating model's decoding (`generate`)
+        data["generation"] = generation_to_json(model.generation)
     return data
 
 
@@ -299,6 +299,7 @@ def model_from_json(item: ModelJson) -> ModelResult:
         base=_base_from_json(item.get("baseline")),
         divergence=divergence_from_json(item.get("divergence")),
         repro=repro_from_json(item.get("repro")),
+        generation=generation_from_json(item.get("generation")),
     )
 
 

@@ -6,6 +6,7 @@ from .config_file import CONFIG_NAME, PYPROJECT_NAME, PYPROJECT_TABLE
 from .dimension_names import Linear, parse_dimension
 from .dtypes import at_dtype
 from .environment import resolved_env
+from .generation_keys import Generation
 from .init_request import FLOAT_DTYPES, InitError, InputRequest, NewModel, new_model, weights_option
 from .loading import load_settings
 from .model_sources import command_arguments
@@ -32,6 +33,7 @@ __all__ = [
     "PYPROJECT_TABLE",
     "AllowWarning",
     "ConfigError",
+    "Generation",
     "InitError",
     "InputRequest",
     "Linear",

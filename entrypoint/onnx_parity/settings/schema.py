@@ -52,6 +52,7 @@ from onnx_parity.settings.checks import (
 )
 from onnx_parity.settings.declaration import DECLARED, Key, choices, plain, setting
 from onnx_parity.settings.environment import env_value
+from onnx_parity.settings.generation_keys import Generation, generate_value
 from onnx_parity.settings.model_keys import (
     ALLOW_WARNING_KEYS,
     AllowWarning,
@@ -285,6 +286,21 @@ class ModelSpec:
             "smallest and the largest batch size. Every axis named must be declared in "
             "`dynamic-axes` with a dimension name (an axis derived from it follows its "
             "lengths); the batch axis (`batch-axis`, axis 0 by default) is `batch-sizes`' job.")
+    # Last: its check sees `inputs`, `outputs`, `dynamic-axes` and `axis-sizes` read before it.
+    generate: Generation | None = setting(
+        "generate", kind="table { steps, stop-at-eos, cache, cache-shape }", check=generate_value,
+        default=None, shown="none (one forward pass is checked)", model_only=True,
+        example="generate = { steps = 16 }",
+        doc="Checks a causal language model the way it generates: one decoder-with-past ONNX "
+            "file in optimum's layout is exported, then the prompts (`inputs` = `input_ids` and "
+            "`attention_mask`) are decoded greedily for `steps` tokens in PyTorch and in "
+            "onnxruntime, each feeding its own cache back; logits are compared at every step "
+            "and the tokens must agree (`generation-mismatch`). `stop-at-eos = true` stops a row "
+            'at the end-of-sequence token; `cache = "flat"` is for your own decoder, '
+            "`forward(input_ids, attention_mask, [position_ids,] *past)` returning `(logits, "
+            "*present)`, with `cache-shape = [layers, kv_heads, head_dim]` when it has no "
+            "`config`. `dynamic-axes`, `outputs` and `axis-sizes` do not apply. See "
+            "docs/generation.md.")
 
 
 def declared_keys() -> tuple[Key, ...]:

@@ -5,6 +5,7 @@ from .compare import nonfinite_mismatch
 from .cuts import CutRun, ort_feed
 from .divergence_text import first_sentence
 from .drift import drift_findings
+from .generation import Decoders, Generated, check_generation
 from .lengths import Assumed
 from .outputs import output_names, sample_notes, variant_nonfinite
 from .run_failures import reference_finding
@@ -14,11 +15,14 @@ from .verified import Exported, TorchSide, Verified, verify_model
 __all__ = [
     "Assumed",
     "CutRun",
+    "Decoders",
     "Exported",
+    "Generated",
     "RuntimeFailure",
     "Session",
     "TorchSide",
     "Verified",
+    "check_generation",
     "drift_findings",
     "first_sentence",
     "nonfinite_mismatch",

@@ -1,0 +1,149 @@
+"""A generating model (`generate`) as a decoder with past, in optimum's layout.
+
+The exported file takes `input_ids` (batch, sequence), `attention_mask` (batch,
+total_sequence), `position_ids` (batch, sequence) where forward takes them, and
+`past_key_values.N.key` / `.value` (batch, kv_heads, past_sequence, head_dim); it returns
+`logits` and `present.N.key` / `.value` (batch, kv_heads, total_sequence, head_dim). This module
+says what the cache holds (from the model's config, or `cache-shape`), wraps a flat-cache
+decoder (`cache = "flat"`) so that it is called like a transformers model, and synthesises the
+spec and samples of one decoding step that the export stage exports as any structured call.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import inspect
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnx_parity.models.load_errors import LoadError
+from onnx_parity.settings import ModelSpec
+
+EXPORT_PAST = 3  # the past length the step is exported from (optimum exports from a few too)
+EXPORT_SEQUENCE = 2  # new tokens in the exported step: above 1, which torch.export specialises
+PROMPTS = ("input_ids", "attention_mask")
+
+
+@dataclass(frozen=True)
+class CacheShape:
+    layers: int
+    kv_heads: int
+    head_dim: int
+    positions: bool  # forward takes position_ids
+    eos: tuple[int, ...] = ()  # the end-of-sequence token(s) of the model's config
+
+    def names(self, prefix: str) -> tuple[str, ...]:
+        return tuple(f"{prefix}.{layer}.{part}" for layer in range(self.layers)
+                     for part in ("key", "value"))
+
+    @property
+    def inputs(self) -> tuple[str, ...]:
+        return (*PROMPTS, *(("position_ids",) if self.positions else ()),
+                *self.names("past_key_values"))
+
+    @property
+    def outputs(self) -> tuple[str, ...]:
+        return ("logits", *self.names("present"))
+
+
+@functools.cache
+def _flat_cache_class() -> type:
+    import torch
+
+    class FlatCacheDecoder(torch.nn.Module):
+        """The user's own decoder (`cache = "flat"`), called as a transformers model is: its
+        `past_key_values` a DynamicCache (built from the flat inputs), handed on flat."""
+
+        def __init__(self, decoder: Any, positions: bool):
+            super().__init__()
+            self.decoder, self.positions = decoder, positions
+            self.training = False
+
+        def forward(self, input_ids: Any, attention_mask: Any, position_ids: Any = None,
+                    past_key_values: Any = None) -> tuple[Any, ...]:
+            past = [tensor for layer in past_key_values.layers
+                    for tensor in (layer.keys, layer.values)]
+            given = (position_ids,) if self.positions else ()
+            return tuple(self.decoder(input_ids, attention_mask, *given, *past))
+
+    return FlatCacheDecoder
+
+
+def cache_shape(module: Any, spec: ModelSpec) -> CacheShape:
+    """The cache of a generating model: from `cache-shape`, else from its config."""
+    assert spec.generate is not None
+    positions = "position_ids" in inspect.signature(module.forward).parameters
+    config: Any = getattr(module, "config", None)
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    eos = _eos(module, text)
+    if spec.generate.cache_shape is not None:
+        return CacheShape(*spec.generate.cache_shape, positions, eos)
+    layers = getattr(text, "num_hidden_layers", None)
+    heads = getattr(text, "num_attention_heads", None)
+    kv_heads = getattr(text, "num_key_value_heads", None) or heads
+    head_dim = getattr(text, "head_dim", None) or (
+        getattr(text, "hidden_size", 0) // heads if heads else None)
+    if not (isinstance(layers, int) and isinstance(kv_heads, int) and isinstance(head_dim, int)):
+        raise LoadError(
+            f'model "{spec.name}": the cache\'s shape cannot be read from the model (its config '
+            "has no num_hidden_layers, num_key_value_heads or num_attention_heads, head_dim or "
+            "hidden_size).",
+            fix='Add cache-shape = [layers, kv_heads, head_dim] to `generate` (with cache = '
+                '"flat"), e.g. generate = { steps = 16, cache = "flat", cache-shape = [2, 2, 8] }.')
+    return CacheShape(layers, kv_heads, head_dim, positions, eos)
+
+
+def _eos(module: Any, text: Any) -> tuple[int, ...]:
+    generation = getattr(module, "generation_config", None)
+    value = getattr(generation, "eos_token_id", None)
+    if value is None:
+        value = getattr(text, "eos_token_id", None)
+    if value is None:
+        return ()
+    return tuple(int(item) for item in (value if isinstance(value, (list, tuple)) else [value]))
+
+
+def decoder_module(module: Any, spec: ModelSpec, shape: CacheShape) -> Any:
+    """The module the step is exported from and run in PyTorch: a flat-cache decoder wrapped."""
+    assert spec.generate is not None
+    if spec.generate.cache != "flat":
+        return module
+    return _flat_cache_class()(module, shape.positions)
+
+
+def step_spec(spec: ModelSpec, shape: CacheShape) -> ModelSpec:
+    """The spec of one decoding step: every axis declared, total_sequence its own dimension
+    (torch.export derives a dimension from one root only), the cache on."""
+    caches = {name: {0: "batch", 2: "past_sequence"} for name in shape.names("past_key_values")}
+    presents = {name: {0: "batch", 2: "total_sequence"} for name in shape.names("present")}
+    axes: dict[str, dict[int, str]] = {
+        "input_ids": {0: "batch", 1: "sequence"},
+        "attention_mask": {0: "batch", 1: "total_sequence"},
+        **({"position_ids": {0: "batch", 1: "sequence"}} if shape.positions else {}),
+        **caches, "logits": {0: "batch", 1: "sequence"}, **presents}
+    assert spec.generate is not None
+    kwargs = {} if spec.generate.cache == "flat" else {"use_cache": True}
+    return dataclasses.replace(
+        spec, inputs={name: Path(name) for name in shape.inputs}, dynamic_axes=axes,
+        outputs=shape.outputs, forward_kwargs={**spec.forward_kwargs, **kwargs})
+
+
+def step_samples(prompts: dict[str, np.ndarray], shape: CacheShape,
+                 dtype: np.dtype[Any]) -> dict[str, np.ndarray]:
+    """The exported step's samples, one per prompt: EXPORT_SEQUENCE tokens of the prompts after
+    a past of EXPORT_PAST positions (random keys and values), the mask all ones."""
+    ids = np.asarray(prompts["input_ids"])
+    rows, past, length = ids.shape[0], EXPORT_PAST, EXPORT_SEQUENCE
+    generator = np.random.default_rng(0)
+    step = {"input_ids": np.resize(ids[:, -length:], (rows, length)).astype(np.int64),
+            "attention_mask": np.ones((rows, past + length), dtype=np.int64)}
+    if shape.positions:
+        step["position_ids"] = np.tile(np.arange(past, past + length, dtype=np.int64), (rows, 1))
+    for name in shape.names("past_key_values"):
+        step[name] = generator.standard_normal(
+            (rows, shape.kv_heads, past, shape.head_dim)).astype(dtype)
+    return step

@@ -1,0 +1,75 @@
+"""One generating model (`generate`) through the stages, in its worker: the prompts, the model,
+the export of one decoder-with-past step, and greedy decoding on both sides.
+
+Like one_model.py it decides nothing and builds no finding: models/ says what the cache holds
+and synthesises the step's spec and samples (optimum's layout, every axis declared), export/
+exports them as any structured call (both exporters, or `export-command`), and verification/
+decodes and judges.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from onnx_parity.export import export_model, inspect_model, model_findings
+from onnx_parity.models import (
+    bind_inputs,
+    build_model,
+    cache_shape,
+    cast_samples,
+    decoder_module,
+    load_samples,
+    step_samples,
+    step_spec,
+)
+from onnx_parity.settings import at_dtype
+from onnx_parity.verification import Decoders, check_generation, localise
+
+if TYPE_CHECKING:
+    from onnx_parity.pipeline.one_model import Ledger, ModelJob, Timer
+
+
+def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
+    spec, repo = job.spec, job.repo
+    with timer.step("load samples"):
+        samples = cast_samples(load_samples(spec.inputs, repo), spec.dtype)
+        ledger.sample_sha256.update(samples.files)
+    with timer.step("build model"):
+        loaded = build_model(spec, repo)
+        ledger.findings += loaded.findings
+        spec = ledger.spec = at_dtype(spec, loaded.dtype)
+        shape = cache_shape(loaded.module, spec)
+        module, step = decoder_module(loaded.module, spec, shape), step_spec(spec, shape)
+        dtype = _numpy_dtype(loaded.dtype)
+        bound = bind_inputs(module, step, step_samples(samples.named, shape, dtype), ())
+        ledger.findings += bound.findings()
+    with timer.step("export"):
+        outcome = export_model(module, bound, step, repo, workdir,
+                               localise.deadline_for(spec.timeout_seconds, timer.started))
+        ledger.attempts += outcome.attempts
+        ledger.findings += outcome.findings
+        ledger.exporter = outcome.exporter
+    if outcome.model is None:
+        return
+    ledger.onnx_path, ledger.onnx_files = str(outcome.model.path), outcome.model.stored()
+    ledger.onnx_sha256 = ledger.onnx_files[0].sha256
+    facts = inspect_model(outcome.model)
+    ledger.opset = facts.opset
+    ledger.findings += model_findings(facts, step)
+    with timer.step("generate"):
+        flat = spec.generate is not None and spec.generate.cache == "flat"
+        decoders = Decoders(loaded.module, outcome.model.path, shape, flat, dtype, job.threads)
+        generated = check_generation(decoders, samples.named, spec)
+    ledger.findings += generated.findings
+    ledger.comparisons += generated.comparisons
+    ledger.generation = generated.result
+
+
+def _numpy_dtype(name: str) -> Any:
+    try:
+        return np.dtype(name)
+    except TypeError:  # bfloat16: numpy has none; the cache is then float32 on both sides
+        return np.dtype("float32")

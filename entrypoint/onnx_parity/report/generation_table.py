@@ -1,0 +1,63 @@
+"""Generating models (`generate`) in report.md, the PR comment and the console: one row per
+model ("greedy tokens agree 16/16 steps, 4 rows; max logit diff 3.1e-5 at step 15") and the
+logit drift along the steps, step 0 being the prompt pass."""
+
+from __future__ import annotations
+
+from onnx_parity.generation_results import GenerationResult
+from onnx_parity.results import ModelResult, RunResult
+
+STATUS = {True: "✅", False: "❌"}
+
+
+def generation_summary(g: GenerationResult) -> str:
+    """'greedy tokens agree 16/16 steps, 4 rows; max logit diff 3.1e-05 at step 15'."""
+    worst = max(range(len(g.max_logit_diff)), key=lambda step: g.max_logit_diff[step],
+                default=None)
+    drift = ("" if worst is None
+             else f"; max logit diff {g.max_logit_diff[worst]:.2g} at step {worst}")
+    text = f"greedy tokens agree {g.agreed}/{g.steps} steps, {g.rows} rows{drift}"
+    first = g.first_token_difference
+    if first is not None:
+        kind = "a near-tie" if first.near_tie else "a mismatch"
+        text += (f"; first difference at step {first.step}, row {first.row} ({kind}: "
+                 f"{first.pytorch_token} vs {first.onnx_token}, top-2 margin {first.margin:.2g})")
+    if g.teacher_forced_from is not None:
+        text += f"; teacher-forced from step {g.teacher_forced_from}"
+    return text
+
+
+def generation_section(run: RunResult) -> list[str]:
+    """The generating models' rows and their drift per step; nothing when none generates."""
+    models = [model for model in run.models if model.generation is not None]
+    if not models:
+        return []
+    lines = ["#### Generation", "", "| | Model | Greedy decoding |", "|---|---|---|"]
+    lines += [f"| {STATUS[model.passed]} | `{model.name}` | {generation_summary(_of(model))} |"
+              for model in models]
+    for model in models:
+        lines += ["", *_drift_table(model)]
+    return lines
+
+
+def generation_lines(run: RunResult) -> list[str]:
+    """The console's line for each generating model."""
+    return [f"{model.name}: {generation_summary(_of(model))}" for model in run.models
+            if model.generation is not None]
+
+
+def _drift_table(model: ModelResult) -> list[str]:
+    g = _of(model)
+    steps = range(len(g.max_logit_diff))
+    first = g.first_token_difference
+    marks = {first.step: " ⚠️" if first.near_tie else " ❌"} if first is not None else {}
+    return [f"<details><summary>`{model.name}`: max logit diff per step</summary>", "",
+            "| Step | " + " | ".join(f"{step}{marks.get(step, '')}" for step in steps) + " |",
+            "|---" * (len(g.max_logit_diff) + 1) + "|",
+            "| Max logit diff | " + " | ".join(f"{value:.2g}" for value in g.max_logit_diff)
+            + " |", "", "</details>"]
+
+
+def _of(model: ModelResult) -> GenerationResult:
+    assert model.generation is not None
+    return model.generation

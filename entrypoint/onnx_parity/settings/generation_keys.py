@@ -1,0 +1,122 @@
+"""The key of a generating model: `generate = { steps = 16 }`.
+
+Under `generate` the tool declares the exported axes itself (optimum's decoder-with-past
+layout), so `dynamic-axes`, `outputs` and `axis-sizes` beside it are errors, and the committed
+samples are the prompts: `input_ids` and `attention_mask`, nothing else.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from onnx_parity.settings.values import (
+    ConfigError,
+    KeyContext,
+    dotted,
+    integer,
+    show_value,
+    shown,
+    wrong_type,
+)
+
+CACHES = ("flat",)
+PROMPT_INPUTS = ("input_ids", "attention_mask")
+MAX_STEPS = 4096
+_FIX = "a table, e.g. generate = { steps = 16 }"
+_FIELDS = ("steps", "stop-at-eos", "cache", "cache-shape")
+_EXCLUSIVE = ("dynamic-axes", "outputs", "axis-sizes")
+
+
+@dataclass(frozen=True)
+class Generation:
+    """How a generating model is checked: greedy decoding for `steps` tokens after the prompt."""
+
+    steps: int
+    stop_at_eos: bool = False
+    # "flat": the user's own decoder, forward(input_ids, attention_mask, [position_ids,] *past)
+    # returning (logits, *present); None: a transformers model with its own cache object.
+    cache: str | None = None
+    cache_shape: tuple[int, int, int] | None = None  # layers, kv_heads, head_dim
+
+
+def generate_value(value: object, context: KeyContext) -> Generation:
+    where = context.where
+    if not isinstance(value, dict):
+        raise wrong_type(where, value, _FIX)
+    unknown = [name for name in value if name not in _FIELDS]
+    if unknown:
+        raise ConfigError(f'{context.place.at(dotted(context.key, unknown[0]))}: not a key of '
+                          f"`generate`; its keys are {', '.join(_FIELDS)}.")
+    _check_neighbours(context)
+    if "steps" not in value:
+        raise ConfigError(f"{where}: `steps` is missing. Say how many tokens to generate after "
+                          "the prompt, e.g. generate = { steps = 16 }.")
+    cache = _cache(value, context)
+    return Generation(steps=_steps(value["steps"], context.place.at(dotted(context.key, "steps"))),
+                      stop_at_eos=_flag(value, context), cache=cache,
+                      cache_shape=_cache_shape(value, context, cache))
+
+
+def _check_neighbours(context: KeyContext) -> None:
+    """The keys the tool sets itself for a generating model, and the prompts' names."""
+    beside = [name for name in _EXCLUSIVE if name in context.read]
+    if beside:
+        raise ConfigError(
+            f"{context.where}: this [[model]] sets {', '.join(f'`{name}`' for name in beside)} "
+            "too, which `generate` decides itself: it exports the decoder-with-past layout "
+            "(every axis dynamic, outputs logits and present.N.key/.value). Remove "
+            f"{'it' if len(beside) == 1 else 'them'} from this [[model]].")
+    inputs = context.read.get("inputs")
+    names = sorted(inputs) if isinstance(inputs, dict) else None
+    if names != sorted(PROMPT_INPUTS):
+        given = ", ".join(f'"{shown(name)}"' for name in names) if names else "one bundle"
+        raise ConfigError(
+            f"{context.where}: a generating model's `inputs` are its prompts, input_ids and "
+            f"attention_mask (a left-padded batch is the normal case); this [[model]] gives "
+            f'{given}. Write inputs = {{ input_ids = "samples/ids.npy", attention_mask = '
+            '"samples/mask.npy" }.')
+
+
+def _steps(value: object, where: str) -> int:
+    steps = integer(value, where, "a whole number of tokens, e.g. steps = 16")
+    if not 1 <= steps <= MAX_STEPS:
+        raise ConfigError(f"{where}: {steps} is not between 1 and {MAX_STEPS}. Use the number "
+                          "of tokens to generate after the prompt, e.g. steps = 16.")
+    return steps
+
+
+def _flag(value: dict[str, object], context: KeyContext) -> bool:
+    flag = value.get("stop-at-eos", False)
+    if not isinstance(flag, bool):
+        raise wrong_type(context.place.at(dotted(context.key, "stop-at-eos")), flag,
+                         "true or false")
+    return flag
+
+
+def _cache(value: dict[str, object], context: KeyContext) -> str | None:
+    cache = value.get("cache")
+    if cache is not None and cache not in CACHES:
+        raise ConfigError(
+            f"{context.place.at(dotted(context.key, 'cache'))}: {show_value(cache)} is not a "
+            'cache kind. Write cache = "flat" for your own decoder (forward(input_ids, '
+            "attention_mask, position_ids, *past) returning (logits, *present)), or leave it "
+            "out for a transformers model.")
+    return None if cache is None else str(cache)
+
+
+def _cache_shape(value: dict[str, object], context: KeyContext,
+                 cache: str | None) -> tuple[int, int, int] | None:
+    if "cache-shape" not in value:
+        return None
+    where = context.place.at(dotted(context.key, "cache-shape"))
+    if cache is None:
+        raise ConfigError(f'{where}: applies only with cache = "flat" (a transformers model\'s '
+                          'cache follows its config). Add cache = "flat" or remove it.')
+    raw = value["cache-shape"]
+    fix = "[layers, kv_heads, head_dim], three whole numbers >= 1, e.g. cache-shape = [2, 2, 8]"
+    if not isinstance(raw, list) or len(raw) != 3:
+        raise wrong_type(where, raw, fix)
+    sizes = tuple(integer(item, where, fix) for item in raw)
+    if min(sizes) < 1:
+        raise ConfigError(f"{where}: {show_value(raw)} holds a size below 1. Write {fix}.")
+    return sizes[0], sizes[1], sizes[2]

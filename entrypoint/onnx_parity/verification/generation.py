@@ -1,0 +1,165 @@
+"""A generating model checked the way it generates (`generate`): greedy decoding, token by token.
+
+Step 0 is the prompt pass (past length 0, the committed prompts, left-padded batches being the
+normal case); step k >= 1 feeds one token with a past of prompt + k - 1 positions. Each side
+keeps its own cache (verification/decoding.py). onnxruntime is fed PyTorch's token at each
+step: while the tokens agree that is free-running decoding on both sides, and after the first
+difference it is teacher forcing, so the per-step logit drift is still measured. Every step's
+logits and presents are compared with the model's tolerance, padded positions left out
+(`parity-mismatch` naming the step); the tokens must agree (`generation-mismatch`,
+verification/generation_review.py).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from onnx_parity.findings import Finding
+from onnx_parity.generation_results import GenerationResult
+from onnx_parity.models import CacheShape
+from onnx_parity.results import OutputComparison
+from onnx_parity.settings import ModelSpec
+from onnx_parity.verification.compare import Mask, compare_masked
+from onnx_parity.verification.decoding import OnnxDecoder, StepOutput, TorchDecoder
+from onnx_parity.verification.generation_review import Miss, mismatch_finding, token_difference
+from onnx_parity.verification.outputs import comparison_findings
+from onnx_parity.verification.run_failures import load_failure_finding, runtime_finding
+from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
+
+
+@dataclass(frozen=True)
+class Decoders:
+    """What a chunk of prompts is decoded with: PyTorch's module and onnxruntime's session."""
+
+    module: Any  # the user's module (a flat-cache decoder: not the export's wrapper)
+    model: Path  # the exported decoder-with-past file
+    shape: CacheShape
+    flat: bool
+    dtype: Any  # the cache's numpy dtype
+    threads: int = 0
+
+
+@dataclass
+class Generated:
+    """The generation check's result, its findings and its comparisons (step in `dimensions`)."""
+
+    result: GenerationResult
+    findings: list[Finding] = field(default_factory=list)
+    comparisons: list[OutputComparison] = field(default_factory=list)
+
+
+@dataclass
+class _Run:
+    steps: int
+    tolerance: tuple[float, float]  # atol, rtol
+    comparisons: list[OutputComparison] = field(default_factory=list)
+    misses: list[Miss] = field(default_factory=list)
+    agree: list[int] = field(default_factory=list)
+    drift: list[float] = field(default_factory=list)
+    step: int = 0  # the step running (a failure's)
+
+
+def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray],
+                     spec: ModelSpec) -> Generated:
+    """Every committed prompt, in batches of the largest configured batch size."""
+    assert spec.generate is not None
+    run = _Run(spec.generate.steps, (spec.atol, spec.rtol), drift=[0.0] * spec.generate.steps)
+    ids, mask = (np.asarray(prompts[name]).astype(np.int64)
+                 for name in ("input_ids", "attention_mask"))
+    try:
+        session = open_session(decoders.model, spec.runtime_optimization, decoders.threads)
+    except RuntimeFailure as error:
+        return Generated(_unrun(run, len(ids)), [load_failure_finding(error, decoders.model)])
+    size = max(spec.batch_sizes)
+    try:
+        for start in range(0, len(ids), size):
+            _decode((decoders, session), (ids[start:start + size], mask[start:start + size]),
+                    start, run, spec)
+    except RuntimeFailure as error:
+        return Generated(_unrun(run, len(ids)), [runtime_finding(
+            f"onnxruntime fails at generation step {run.step}", error)])
+    first = min(run.misses, default=None, key=lambda miss: (miss.step, miss.row))
+    difference = token_difference(first, run.tolerance) if first else None
+    forced = first.step + 1 if first is not None and first.step + 1 < run.steps else None
+    findings = _parity_findings(run.comparisons, spec)
+    if difference is not None:
+        findings.append(mismatch_finding(difference, run.steps))
+    result = GenerationResult(run.steps, len(ids), tuple(run.agree), difference,
+                              tuple(run.drift), forced)
+    return Generated(result, findings, run.comparisons)
+
+
+def _unrun(run: _Run, rows: int) -> GenerationResult:
+    """What a generation that onnxruntime could not run measured: nothing agreed."""
+    return GenerationResult(run.steps, rows, (0,) * rows, None, tuple(run.drift), None)
+
+
+def _parity_findings(comparisons: list[OutputComparison], spec: ModelSpec) -> list[Finding]:
+    """`parity-mismatch` at the first step any output is outside the tolerance, naming it."""
+    failing = sorted({row.dimensions["step"] for row in comparisons if not row.passed})
+    if not failing:
+        return []
+    step = failing[0]
+    later = (f" (and at step(s) {', '.join(map(str, failing[1:6]))}"
+             f"{' ...' if len(failing) > 6 else ''})" if len(failing) > 1 else "")
+    rows = [row for row in comparisons if row.dimensions["step"] == step]
+    past = rows[0].dimensions["past_sequence"]
+    return [dataclasses.replace(finding, message=f"generation step {step} (past length {past})"
+                                f"{later}: {finding.message}")
+            for finding in comparison_findings(rows, set(), spec)]
+
+
+def _decode(sides: tuple[Decoders, Session], prompt: tuple[np.ndarray, np.ndarray],
+            first_row: int, run: _Run, spec: ModelSpec) -> None:
+    """One chunk of prompts: PyTorch's token fed to both sides at every step."""
+    assert spec.generate is not None
+    decoders, session = sides
+    torch_side = TorchDecoder(decoders.module, decoders.shape, decoders.flat,
+                              dict(spec.forward_kwargs), decoders.dtype)
+    onnx_side = OnnxDecoder(session, decoders.shape, decoders.dtype)
+    ids, mask = prompt
+    rows = len(ids)
+    agree = [run.steps] * rows
+    live = np.ones(rows, dtype=bool)  # rows that have not stopped at the end-of-sequence token
+    for step in range(run.steps):
+        run.step = step
+        if step:
+            mask = np.concatenate([mask, np.ones((rows, 1), dtype=np.int64)], axis=1)
+        expected, actual = torch_side.step(ids, mask), onnx_side.step(ids, mask)
+        _compare(expected, actual, (mask, step, live), run)
+        chosen = expected.logits[:, -1].argmax(-1)
+        picked = actual.logits[:, -1].argmax(-1)
+        for row in np.flatnonzero(live & (chosen != picked)):
+            run.misses.append(Miss(step, first_row + int(row), expected.logits[row, -1],
+                                   actual.logits[row, -1]))
+            agree[row] = min(agree[row], step)
+        live &= ~np.isin(chosen, decoders.shape.eos) if spec.generate.stop_at_eos else live
+        if not live.any():
+            break
+        ids = chosen[:, None].astype(np.int64)
+    run.agree += agree
+
+
+def _compare(expected: StepOutput, actual: StepOutput,
+             where: tuple[np.ndarray, int, np.ndarray], run: _Run) -> None:
+    """The step's logits and presents, padded positions (and stopped rows) left out."""
+    mask, step, live = where
+    sequence = expected.logits.shape[1]
+    keep = mask * live[:, None]
+    pairs = [("logits", expected.logits, actual.logits,
+              Mask("attention_mask", keep[:, -sequence:], (0, 1)))]
+    pairs += [(name, value, actual.presents[name], Mask("attention_mask", keep, (0, 2)))
+              for name, value in expected.presents.items()]
+    for name, torch_value, onnx_value, masked in pairs:
+        row = compare_masked(name, len(mask), (torch_value, onnx_value), run.tolerance, masked)
+        row = dataclasses.replace(row, input_shapes={"attention_mask": tuple(mask.shape)},
+                                  dimensions={"step": step, "past_sequence":
+                                              int(mask.shape[1]) - sequence})
+        run.comparisons.append(row)
+        if name == "logits" and row.max_abs_diff is not None:
+            run.drift[step] = max(run.drift[step], row.max_abs_diff)
