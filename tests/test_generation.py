@@ -1,0 +1,310 @@
+"""Generating models checked the way they generate (issue 23): `generate = { steps = N }`.
+
+Each end-to-end test writes a fresh repository (a tiny transformers Llama or GPT-2, a
+save_pretrained folder, or a hand-written flat-cache decoder; seeded random weights, offline)
+with a left-padded batch of 4 prompts, and runs the real CLI.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixture_repo.harness import run_cli
+
+MODELS = '''
+import torch
+
+
+def llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)).eval()
+
+
+def gpt2():
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(0)
+    return GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=64, n_embd=32, n_layer=2,
+                                      n_head=4)).eval()
+
+
+class _Tiny(torch.nn.Module):
+    """One attention layer of 2 heads of 8 with a flat cache: past = (key, value)."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.embed = torch.nn.Embedding(64, 16)
+        self.position = torch.nn.Embedding(64, 16)
+        self.qkv = torch.nn.Linear(16, 48)
+        self.out = torch.nn.Linear(16, 64)
+        self.position_logits = torch.nn.Embedding(64, 64)
+
+    def body(self, input_ids, attention_mask, positions, key, value):
+        b, s = input_ids.shape
+        h = self.embed(input_ids) + self.position(positions)
+        q, k, v = (t.reshape(b, s, 2, 8).transpose(1, 2) for t in self.qkv(h).chunk(3, -1))
+        k, v = torch.cat([key, k], 2), torch.cat([value, v], 2)
+        t = k.shape[2]
+        allowed = torch.arange(t)[None, :] <= (torch.arange(s) + (t - s))[:, None]
+        allowed = allowed[None, None] & (attention_mask[:, None, None, :] > 0)
+        scores = (q @ k.transpose(2, 3) / 8 ** 0.5).masked_fill(~allowed, -1e4)
+        h = (scores.softmax(-1) @ v).transpose(1, 2).reshape(b, s, 16)
+        return self.out(h), k, v
+
+
+class PositionsBaked(_Tiny):
+    """The one-token step takes its position from the past's length, a Python int; the prompt
+    pass counts from 0. TorchScript bakes the branch it traced (the exported step has 2 new
+    tokens), so the graph counts from 0 at every one-token step: wrong from step 1 on."""
+
+    def forward(self, input_ids, attention_mask, key, value):
+        b, s = input_ids.shape
+        if s > 1:
+            positions = torch.arange(s).expand(b, s)
+        else:
+            positions = torch.full((b, 1), int(key.shape[2]))
+        logits, k, v = self.body(input_ids, attention_mask, positions, key, value)
+        return logits + 5 * self.position_logits(positions), k, v
+
+
+class NearTie(_Tiny):
+    """Tokens 5 and 7 tie at the top; at one-token steps PyTorch lifts 7 by 2e-6 (a branch
+    TorchScript did not trace): the tokens differ by a margin far below the tolerance."""
+
+    def forward(self, input_ids, attention_mask, position_ids, key, value):
+        logits, k, v = self.body(input_ids, attention_mask, position_ids, key, value)
+        top = logits.amax(-1, keepdim=True) + 1.0
+        lift = 2e-6 if input_ids.shape[1] == 1 else 0.0
+        ids = torch.arange(64)
+        logits = torch.where(ids == 7, top + lift, torch.where(ids == 5, top, logits))
+        return logits, k, v
+'''
+
+
+def prompts() -> dict[str, np.ndarray]:
+    """4 prompts of up to 6 tokens, left-padded (rows 1 and 2 shorter)."""
+    ids = np.random.default_rng(0).integers(3, 64, (4, 6)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1, :2] = 0
+    mask[2, :3] = 0
+    ids[mask == 0] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
+def write_repo(root: Path, model: str) -> Path:
+    repo = root / "repo"
+    (repo / "models").mkdir(parents=True)
+    (repo / "samples").mkdir()
+    (repo / "models" / "__init__.py").write_text("", encoding="utf-8")
+    (repo / "models" / "library.py").write_text(textwrap.dedent(MODELS), encoding="utf-8")
+    for name, array in prompts().items():
+        np.save(repo / "samples" / f"{name}.npy", array)
+    (repo / "onnx-parity.toml").write_text(
+        'batch-sizes = [1, 4]\n[[model]]\nname = "m"\ninputs = { input_ids = '
+        '"samples/input_ids.npy", attention_mask = "samples/attention_mask.npy" }\n'
+        + textwrap.dedent(model), encoding="utf-8")
+    return repo
+
+
+def checked(tmp_path: Path, model: str, repo: Path | None = None) -> tuple[dict, Path]:
+    repo = repo or write_repo(tmp_path, model)
+    run = run_cli("check", cwd=repo, out=tmp_path / "out")
+    assert run.code in (0, 1), run.stdout + run.stderr
+    [result] = run.report()["models"]
+    return result, tmp_path / "out"
+
+
+def errors(result: dict) -> list[tuple[str, str]]:
+    return [(f["code"], f["message"]) for f in result["findings"] if f["severity"] == "error"]
+
+
+def onnx_layout(path: Path) -> dict[str, list[str | int]]:
+    import onnx
+
+    graph = onnx.load(str(path), load_external_data=False).graph
+    return {value.name: [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+            for value in [*graph.input, *graph.output]}
+
+
+LAYOUT_INPUTS = ["input_ids", "attention_mask", "position_ids",
+                 *(f"past_key_values.{n}.{p}" for n in range(2) for p in ("key", "value"))]
+
+
+@pytest.mark.slow
+def test_a_tiny_llama_generates_the_same_tokens_on_a_left_padded_batch(tmp_path: Path) -> None:
+    result, out = checked(tmp_path, 'factory = "models.library:llama"\n'
+                          "generate = { steps = 12 }\n")
+    assert result["passed"], errors(result)
+    generation = result["generation"]
+    assert generation["steps"] == 12 and generation["rows"] == 4
+    assert generation["tokens_agree"] == [12] * 4
+    assert generation["first_token_difference"] is None
+    assert generation["teacher_forced_from"] is None
+    assert len(generation["max_logit_diff"]) == 12
+    assert max(generation["max_logit_diff"]) <= result["atol"]
+    layout = onnx_layout(out / "m.onnx")
+    assert list(layout)[:len(LAYOUT_INPUTS)] == LAYOUT_INPUTS
+    assert layout["attention_mask"] == ["batch", "total_sequence"]
+    assert layout["past_key_values.1.value"] == ["batch", 2, "past_sequence", 8]
+    assert layout["logits"] == ["batch", "sequence", 64]
+    assert layout["present.0.key"][:3] == ["batch", 2, layout["present.0.key"][2]]
+    assert isinstance(layout["present.0.key"][2], str)  # dynamic: past + new tokens
+    # padded positions were left out of the comparisons, every step compared
+    steps = {c["dimensions"]["step"] for c in result["comparisons"]}
+    assert steps == set(range(12))
+    assert any(c["left_out"] for c in result["comparisons"] if c["output"] == "logits")
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "greedy tokens agree 12/12 steps, 4 rows" in report
+
+
+@pytest.mark.slow
+def test_a_tiny_gpt2_generates_the_same_tokens(tmp_path: Path) -> None:
+    result, out = checked(tmp_path, 'factory = "models.library:gpt2"\n'
+                          "generate = { steps = 8 }\n")
+    assert result["passed"], errors(result)
+    assert result["generation"]["tokens_agree"] == [8] * 4
+    layout = onnx_layout(out / "m.onnx")
+    assert "position_ids" in layout and "present.1.value" in layout
+
+
+@pytest.mark.slow
+def test_a_position_baked_at_export_fails_from_the_first_one_token_step(tmp_path: Path) -> None:
+    result, _ = checked(tmp_path, 'factory = "models.library:PositionsBaked"\n'
+                        'exporter = "torchscript"\n'
+                        'generate = { steps = 6, cache = "flat", cache-shape = [1, 2, 8] }\n')
+    assert not result["passed"]
+    [mismatch] = [f for f in result["findings"] if f["code"] == "generation-mismatch"]
+    assert mismatch["severity"] == "error"
+    first = result["generation"]["first_token_difference"]
+    assert (first["step"], first["row"]) == (1, 0)  # the prompt pass (step 0) agrees
+    assert first["pytorch_token"] != first["onnx_token"]
+    assert first["margin"] > result["atol"] and not first["near_tie"]
+    assert "step 1 of 6, batch row 0" in mismatch["message"]
+    assert result["generation"]["tokens_agree"] == [1] * 4
+    assert result["generation"]["teacher_forced_from"] == 2
+    drift = result["generation"]["max_logit_diff"]
+    assert drift[0] <= result["atol"] < drift[1]  # measured at every step, teacher-forced
+    assert len(drift) == 6 and all(value > result["atol"] for value in drift[1:])
+    parity = [m for code, m in errors(result) if code == "parity-mismatch"]
+    assert parity and all(m.startswith("generation step 1 (past length 6)") for m in parity)
+
+
+@pytest.mark.slow
+def test_a_near_tie_is_a_warning_not_a_mismatch(tmp_path: Path) -> None:
+    result, out = checked(tmp_path, 'factory = "models.library:NearTie"\n'
+                          'exporter = "torchscript"\n'
+                          'generate = { steps = 4, cache = "flat", cache-shape = [1, 2, 8] }\n'
+                          '[[model.allow-warnings]]\nmatch = "Converting a tensor"\n'
+                          'reason = "the near-tie test traces one branch on purpose"\n')
+    [tie] = [f for f in result["findings"] if f["code"] == "generation-mismatch"]
+    assert tie["severity"] == "warning", tie
+    assert "near-tie" in tie["message"]
+    first = result["generation"]["first_token_difference"]
+    assert (first["step"], first["pytorch_token"], first["onnx_token"]) == (1, 7, 5)
+    assert first["near_tie"] and first["margin"] < result["atol"]
+    assert not [code for code, _ in errors(result) if code in ("generation-mismatch",
+                                                                "parity-mismatch")]
+    assert "a near-tie" in (out / "report.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_a_checkpoint_folder_generates_offline(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, 'transformers = "checkpoints/tiny-llama"\n'
+                      "generate = { steps = 6 }\n")
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    LlamaForCausalLM(LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)
+    ).save_pretrained(repo / "checkpoints" / "tiny-llama")
+    result, out = checked(tmp_path, "", repo)
+    assert result["passed"], errors(result)
+    assert result["generation"]["tokens_agree"] == [6] * 4
+    record = json.loads((out / "report.json").read_text(encoding="utf-8"))
+    assert record["models"][0]["generation"]["rows"] == 4
+
+
+# ---- the configuration: exit 2 naming the key and the fix ----
+
+CONFIG = ('[[model]]\nname = "m"\nfactory = "models.library:llama"\n'
+          'inputs = { input_ids = "ids.npy", attention_mask = "mask.npy" }\n')
+
+
+def config_error(tmp_path: Path, text: str) -> str:
+    from onnx_parity.settings.loading import load_settings
+    from onnx_parity.settings.values import ConfigError
+
+    (tmp_path / "onnx-parity.toml").write_text(text, encoding="utf-8")
+    with pytest.raises(ConfigError) as raised:
+        load_settings(tmp_path)
+    return str(raised.value)
+
+
+def test_generate_is_read_into_its_settings(tmp_path: Path) -> None:
+    from onnx_parity.settings import Generation
+    from onnx_parity.settings.loading import load_settings
+
+    (tmp_path / "onnx-parity.toml").write_text(
+        CONFIG + 'generate = { steps = 16, stop-at-eos = true, cache = "flat", '
+        "cache-shape = [2, 2, 8] }\n", encoding="utf-8")
+    [spec] = load_settings(tmp_path).models
+    assert spec.generate == Generation(16, True, "flat", (2, 2, 8))
+
+
+@pytest.mark.parametrize(("line", "said"), [
+    ("generate = 16", "expected a table"),
+    ("generate = {}", "`steps` is missing"),
+    ("generate = { steps = 0 }", "is not between 1 and"),
+    ("generate = { steps = true }", "expected a whole number"),
+    ("generate = { steps = 4, stop-at-eos = 1 }", "expected true or false"),
+    ('generate = { steps = 4, cache = "paged" }', "is not a cache kind"),
+    ("generate = { steps = 4, cache-shape = [2, 2, 8] }", 'applies only with cache = "flat"'),
+    ('generate = { steps = 4, cache = "flat", cache-shape = [2, 8] }', "[layers, kv_heads"),
+    ('generate = { steps = 4, cache = "flat", cache-shape = [2, 0, 8] }', "a size below 1"),
+    ("generate = { steps = 4, temperature = 1 }", "not a key of `generate`"),
+])
+def test_a_bad_generate_value_names_the_key_and_the_fix(tmp_path: Path, line: str,
+                                                        said: str) -> None:
+    message = config_error(tmp_path, CONFIG + line + "\n")
+    assert "onnx-parity.toml" in message and "generate" in message
+    assert said in message
+
+
+@pytest.mark.parametrize("line", [
+    'dynamic-axes = { input_ids = { 0 = "batch" } }',
+    'outputs = ["logits"]',
+    'dynamic-axes = { input_ids = { 1 = "sequence" } }\naxis-sizes = { input_ids = { 1 = [4] } }',
+])
+def test_keys_the_tool_decides_for_a_generating_model_are_exit_2_naming_them(
+        tmp_path: Path, line: str) -> None:
+    message = config_error(tmp_path, CONFIG + line + "\ngenerate = { steps = 4 }\n")
+    for key in (part.split(" ")[0] for part in line.split("\n")):
+        assert f"`{key}`" in message
+    assert "which `generate` decides itself" in message
+
+
+def test_a_generating_model_takes_prompts_only(tmp_path: Path) -> None:
+    message = config_error(tmp_path, '[[model]]\nname = "m"\nfactory = "models.library:llama"\n'
+                           'inputs = { input_ids = "ids.npy" }\ngenerate = { steps = 4 }\n')
+    assert "its prompts, input_ids and attention_mask" in message
+    assert '"input_ids"' in message
+
+
+def test_generate_in_the_cli_is_exit_2(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, 'factory = "models.library:llama"\n'
+                      "generate = { steps = 0 }\n")
+    run = run_cli("check", cwd=repo, out=tmp_path / "out")
+    assert run.code == 2, run.stdout + run.stderr
+    assert "generate.steps" in run.stderr + run.stdout
