@@ -146,7 +146,8 @@ def test_a_tiny_llama_generates_the_same_tokens_on_a_left_padded_batch(tmp_path:
                           "generate = { steps = 12 }\n")
     assert result["passed"], errors(result)
     generation = result["generation"]
-    assert generation["steps"] == 12 and generation["rows"] == 4
+    assert generation["steps"] == 12
+    assert generation["rows"] == 4
     assert generation["tokens_agree"] == [12] * 4
     assert generation["first_token_difference"] is None
     assert generation["teacher_forced_from"] is None
@@ -174,7 +175,8 @@ def test_a_tiny_gpt2_generates_the_same_tokens(tmp_path: Path) -> None:
     assert result["passed"], errors(result)
     assert result["generation"]["tokens_agree"] == [8] * 4
     layout = onnx_layout(out / "m.onnx")
-    assert "position_ids" in layout and "present.1.value" in layout
+    assert "position_ids" in layout
+    assert "present.1.value" in layout
 
 
 @pytest.mark.slow
@@ -188,15 +190,18 @@ def test_a_position_baked_at_export_fails_from_the_first_one_token_step(tmp_path
     first = result["generation"]["first_token_difference"]
     assert (first["step"], first["row"]) == (1, 0)  # the prompt pass (step 0) agrees
     assert first["pytorch_token"] != first["onnx_token"]
-    assert first["margin"] > result["atol"] and not first["near_tie"]
+    assert first["margin"] > result["atol"]
+    assert not first["near_tie"]
     assert "step 1 of 6, batch row 0" in mismatch["message"]
     assert result["generation"]["tokens_agree"] == [1] * 4
     assert result["generation"]["teacher_forced_from"] == 2
     drift = result["generation"]["max_logit_diff"]
     assert drift[0] <= result["atol"] < drift[1]  # measured at every step, teacher-forced
-    assert len(drift) == 6 and all(value > result["atol"] for value in drift[1:])
+    assert len(drift) == 6
+    assert all(value > result["atol"] for value in drift[1:])
     parity = [m for code, m in errors(result) if code == "parity-mismatch"]
-    assert parity and all(m.startswith("generation step 1 (past length 6)") for m in parity)
+    assert parity
+    assert all(m.startswith("generation step 1 (past length 6)") for m in parity)
 
 
 @pytest.mark.slow
@@ -211,7 +216,8 @@ def test_a_near_tie_is_a_warning_not_a_mismatch(tmp_path: Path) -> None:
     assert "near-tie" in tie["message"]
     first = result["generation"]["first_token_difference"]
     assert (first["step"], first["pytorch_token"], first["onnx_token"]) == (1, 7, 5)
-    assert first["near_tie"] and first["margin"] < result["atol"]
+    assert first["near_tie"]
+    assert first["margin"] < result["atol"]
     assert not [code for code, _ in errors(result) if code in ("generation-mismatch",
                                                                 "parity-mismatch")]
     assert "a near-tie" in (out / "report.md").read_text(encoding="utf-8")
@@ -278,7 +284,8 @@ def test_generate_is_read_into_its_settings(tmp_path: Path) -> None:
 def test_a_bad_generate_value_names_the_key_and_the_fix(tmp_path: Path, line: str,
                                                         said: str) -> None:
     message = config_error(tmp_path, CONFIG + line + "\n")
-    assert "onnx-parity.toml" in message and "generate" in message
+    assert "onnx-parity.toml" in message
+    assert "generate" in message
     assert said in message
 
 
