@@ -29,6 +29,13 @@ def llama():
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)).eval()
 
 
+def llama_stopping_anywhere():
+    """Every token is an end-of-sequence token: each row stops after the prompt pass."""
+    model = llama()
+    model.generation_config.eos_token_id = list(range(64))
+    return model
+
+
 def gpt2():
     from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -240,6 +247,68 @@ def test_a_checkpoint_folder_generates_offline(tmp_path: Path) -> None:
     assert result["generation"]["tokens_agree"] == [6] * 4
     record = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert record["models"][0]["generation"]["rows"] == 4
+
+
+@pytest.mark.slow
+def test_stop_at_eos_stops_each_row_at_its_end_of_sequence_token(tmp_path: Path) -> None:
+    result, _ = checked(tmp_path, 'factory = "models.library:llama_stopping_anywhere"\n'
+                        "generate = { steps = 4, stop-at-eos = true }\n")
+    assert result["passed"], errors(result)
+    assert {c["dimensions"]["step"] for c in result["comparisons"]} == {0}
+    assert result["generation"]["tokens_agree"] == [4] * 4  # no token differed
+
+
+EXPORT_SCRIPT = '''
+import sys
+
+import torch
+from transformers import DynamicCache
+
+sys.path.insert(0, ".")
+from models.library import llama  # noqa: E402
+
+model = llama()
+PAST = [f"past_key_values.{n}.{p}" for n in range(2) for p in ("key", "value")]
+PRESENT = [name.replace("past_key_values", "present") for name in PAST]
+
+
+class Step(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.model = model
+
+    def forward(self, input_ids, attention_mask, position_ids, k0, v0, k1, v1):
+        cache = DynamicCache(ddp_cache_data=[(k0, v0), (k1, v1)], config=model.config)
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask,
+                         position_ids=position_ids, past_key_values=cache, use_cache=True)
+        return (out.logits, *[t for layer in out.past_key_values.layers
+                              for t in (layer.keys, layer.values)])
+
+
+past = [torch.randn(2, 2, 3, 8) for _ in PAST]
+args = (torch.randint(0, 64, (2, 2)), torch.ones(2, 5, dtype=torch.int64),
+        torch.tensor([[3, 4], [3, 4]]), *past)
+axes = {"input_ids": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total"},
+        "position_ids": {0: "batch", 1: "sequence"}, "logits": {0: "batch", 1: "sequence"},
+        **{name: {0: "batch", 2: "past"} for name in PAST},
+        **{name: {0: "batch", 2: "total"} for name in PRESENT}}
+torch.onnx.export(Step(), args, sys.argv[1], dynamo=False, dynamic_axes=axes,
+                  input_names=["input_ids", "attention_mask", "position_ids", *PAST],
+                  output_names=["logits", *PRESENT])
+'''
+
+
+@pytest.mark.slow
+def test_the_file_an_export_command_writes_in_the_layout_is_checked(tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, 'factory = "models.library:llama"\n'
+                      'export-command = "python scripts/export_step.py {onnx}"\n'
+                      "generate = { steps = 6 }\n")
+    (repo / "scripts").mkdir()
+    (repo / "scripts" / "export_step.py").write_text(EXPORT_SCRIPT, encoding="utf-8")
+    result, _ = checked(tmp_path, "", repo)
+    assert result["passed"], errors(result)
+    assert result["exporter"] == "python scripts/export_step.py {onnx}"
+    assert result["generation"]["tokens_agree"] == [6] * 4
 
 
 # ---- the configuration: exit 2 naming the key and the fix ----

@@ -64,9 +64,11 @@ class _Run:
     step: int = 0  # the step running (a failure's)
 
 
-def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray],
-                     spec: ModelSpec) -> Generated:
-    """Every committed prompt, in batches of the largest configured batch size."""
+def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: ModelSpec,
+                     explained: list[Finding] | None = None) -> Generated:
+    """Every committed prompt, decoded in batches of the largest configured batch size; the
+    prompt pass also at each other batch size. `explained`: the model's findings so far, of
+    which a baked branch or a TracerWarning of a value explains a mismatch (outputs.py)."""
     assert spec.generate is not None
     run = _Run(spec.generate.steps, (spec.atol, spec.rtol), drift=[0.0] * spec.generate.steps)
     ids, mask = (np.asarray(prompts[name]).astype(np.int64)
@@ -80,13 +82,14 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray],
         for start in range(0, len(ids), size):
             _decode((decoders, session), (ids[start:start + size], mask[start:start + size]),
                     start, run, spec)
+        _prompt_passes((decoders, session), (ids, mask), run, spec)
     except RuntimeFailure as error:
         return Generated(_unrun(run, len(ids)), [runtime_finding(
             f"onnxruntime fails at generation step {run.step}", error)])
     first = min(run.misses, default=None, key=lambda miss: (miss.step, miss.row))
     difference = token_difference(first, run.tolerance) if first else None
     forced = first.step + 1 if first is not None and first.step + 1 < run.steps else None
-    findings = _parity_findings(run.comparisons, spec)
+    findings = _parity_findings(run.comparisons, spec, explained or [])
     if difference is not None:
         findings.append(mismatch_finding(difference, run.steps))
     result = GenerationResult(run.steps, len(ids), tuple(run.agree), difference,
@@ -99,7 +102,8 @@ def _unrun(run: _Run, rows: int) -> GenerationResult:
     return GenerationResult(run.steps, rows, (0,) * rows, None, tuple(run.drift), None)
 
 
-def _parity_findings(comparisons: list[OutputComparison], spec: ModelSpec) -> list[Finding]:
+def _parity_findings(comparisons: list[OutputComparison], spec: ModelSpec,
+                     explained: list[Finding]) -> list[Finding]:
     """`parity-mismatch` at the first step any output is outside the tolerance, naming it."""
     failing = sorted({row.dimensions["step"] for row in comparisons if not row.passed})
     if not failing:
@@ -111,17 +115,14 @@ def _parity_findings(comparisons: list[OutputComparison], spec: ModelSpec) -> li
     past = rows[0].dimensions["past_sequence"]
     return [dataclasses.replace(finding, message=f"generation step {step} (past length {past})"
                                 f"{later}: {finding.message}")
-            for finding in comparison_findings(rows, set(), spec)]
+            for finding in comparison_findings(rows, set(), spec, explained=explained)]
 
 
 def _decode(sides: tuple[Decoders, Session], prompt: tuple[np.ndarray, np.ndarray],
             first_row: int, run: _Run, spec: ModelSpec) -> None:
     """One chunk of prompts: PyTorch's token fed to both sides at every step."""
     assert spec.generate is not None
-    decoders, session = sides
-    torch_side = TorchDecoder(decoders.module, decoders.shape, decoders.flat,
-                              dict(spec.forward_kwargs), decoders.dtype)
-    onnx_side = OnnxDecoder(session, decoders.shape, decoders.dtype)
+    torch_side, onnx_side = _sides(sides, spec)
     ids, mask = prompt
     rows = len(ids)
     agree = [run.steps] * rows
@@ -138,11 +139,33 @@ def _decode(sides: tuple[Decoders, Session], prompt: tuple[np.ndarray, np.ndarra
             run.misses.append(Miss(step, first_row + int(row), expected.logits[row, -1],
                                    actual.logits[row, -1]))
             agree[row] = min(agree[row], step)
-        live &= ~np.isin(chosen, decoders.shape.eos) if spec.generate.stop_at_eos else live
+        if spec.generate.stop_at_eos:  # a row stops once PyTorch picks end-of-sequence
+            live &= ~np.isin(chosen, sides[0].shape.eos)
         if not live.any():
             break
         ids = chosen[:, None].astype(np.int64)
     run.agree += agree
+
+
+def _sides(sides: tuple[Decoders, Session], spec: ModelSpec) -> tuple[TorchDecoder, OnnxDecoder]:
+    """Both sides with an empty cache."""
+    decoders, session = sides
+    return (TorchDecoder(decoders.module, decoders.shape, decoders.flat,
+                         dict(spec.forward_kwargs), decoders.dtype),
+            OnnxDecoder(session, decoders.shape, decoders.dtype))
+
+
+def _prompt_passes(sides: tuple[Decoders, Session], prompt: tuple[np.ndarray, np.ndarray],
+                   run: _Run, spec: ModelSpec) -> None:
+    """Step 0 at each configured batch size below the largest (decoding ran at that one)."""
+    ids, mask = prompt
+    run.step = 0
+    for size in sorted(set(spec.batch_sizes) - {max(spec.batch_sizes)}):
+        for start in range(0, len(ids), size):
+            torch_side, onnx_side = _sides(sides, spec)
+            rows = slice(start, start + size)
+            _compare(torch_side.step(ids[rows], mask[rows]), onnx_side.step(ids[rows], mask[rows]),
+                     (mask[rows], 0, np.ones(len(ids[rows]), dtype=bool)), run)
 
 
 def _compare(expected: StepOutput, actual: StepOutput,
