@@ -384,3 +384,50 @@ def test_generate_in_the_cli_is_exit_2(tmp_path: Path) -> None:
     run = run_cli("check", cwd=repo, out=tmp_path / "out")
     assert run.code == 2, run.stdout + run.stderr
     assert "generate.steps" in run.stderr + run.stdout
+
+
+# ---- the pieces: positions, the token review, the record's round trip ----
+
+def test_position_ids_are_those_of_transformers_generation() -> None:
+    from onnx_parity.verification.decoding import position_ids
+
+    mask = np.array([[1, 1, 1, 1], [0, 0, 1, 1]])
+    assert position_ids(mask, 4).tolist() == [[0, 1, 2, 3], [1, 1, 0, 1]]
+    grown = np.concatenate([mask, np.ones((2, 1), dtype=mask.dtype)], axis=1)
+    assert position_ids(grown, 1).tolist() == [[4], [2]]
+
+
+def test_a_margin_below_the_tolerance_is_a_near_tie_and_a_warning() -> None:
+    from onnx_parity.findings import Severity
+    from onnx_parity.verification.generation_review import Miss, mismatch_finding, token_difference
+
+    torch_logits = np.array([0.0, 3.0, 3.000004, -1.0], dtype=np.float32)
+    onnx_logits = np.array([0.0, 3.000005, 3.000004, -1.0], dtype=np.float32)
+    tie = token_difference(Miss(2, 1, torch_logits, onnx_logits), (1e-5, 1e-6))
+    assert (tie.pytorch_token, tie.onnx_token, tie.near_tie) == (2, 1, True)
+    assert mismatch_finding(tie, 8).severity == Severity.WARNING
+    lifted = torch_logits + np.array([0, 0, 1, 0], dtype=np.float32)
+    wide = token_difference(Miss(2, 1, lifted, onnx_logits), (1e-5, 1e-6))
+    assert not wide.near_tie
+    finding = mismatch_finding(wide, 8)
+    assert finding.severity == Severity.ERROR
+    assert finding.details["step"] == 2
+    assert "step 2 of 8, batch row 1" in finding.message
+
+
+def test_the_generation_record_reads_back_from_report_json() -> None:
+    from onnx_parity.generation_results import GenerationResult, TokenDifference
+    from onnx_parity.report.serialization import model_from_json, model_to_json
+    from onnx_parity.results import ModelResult
+
+    generation = GenerationResult(4, 2, (4, 1), TokenDifference(1, 1, 7, 5, 2e-6, 2e-6, True),
+                                  (1e-7, 2e-6, 2e-6, 3e-6), 2)
+    model = ModelResult(name="m", exporter="dynamo", requested_opset=18, opset=18, atol=1e-5,
+                        rtol=1e-3, batch_sizes=(1,), findings=(), generation=generation)
+    record = model_to_json(model)
+    assert record["generation"]["first_token_difference"]["onnx_token"] == 5
+    assert model_from_json(json.loads(json.dumps(record))).generation == generation
+    plain = model_to_json(ModelResult(name="m", exporter=None, requested_opset=18, opset=None,
+                                      atol=1e-5, rtol=1e-3, batch_sizes=(1,), findings=()))
+    assert "generation" not in plain
+    assert model_from_json(plain).generation is None
