@@ -188,7 +188,7 @@ def test_a_tiny_gpt2_generates_the_same_tokens(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_a_position_baked_at_export_fails_from_the_first_one_token_step(tmp_path: Path) -> None:
-    result, _ = checked(tmp_path, 'factory = "models.library:PositionsBaked"\n'
+    result, out = checked(tmp_path, 'factory = "models.library:PositionsBaked"\n'
                         'exporter = "torchscript"\n'
                         'generate = { steps = 6, cache = "flat", cache-shape = [1, 2, 8] }\n')
     assert not result["passed"]
@@ -206,6 +206,9 @@ def test_a_position_baked_at_export_fails_from_the_first_one_token_step(tmp_path
     assert drift[0] <= result["atol"] < drift[1]  # measured at every step, teacher-forced
     assert len(drift) == 6
     assert all(value > result["atol"] for value in drift[1:])
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "first difference at step 1, row 0 (a mismatch" in report
+    assert '"m: drift along the steps"' in report  # the chart, one bar per step
     parity = [m for code, m in errors(result) if code == "parity-mismatch"]
     assert parity
     assert all(m.startswith("generation step 1 (past length 6)") for m in parity)

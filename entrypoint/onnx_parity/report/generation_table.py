@@ -4,6 +4,8 @@ logit drift along the steps, step 0 being the prompt pass."""
 
 from __future__ import annotations
 
+import math
+
 from onnx_parity.generation_results import GenerationResult
 from onnx_parity.results import ModelResult, RunResult
 
@@ -55,7 +57,29 @@ def _drift_table(model: ModelResult) -> list[str]:
             "| Step | " + " | ".join(f"{step}{marks.get(step, '')}" for step in steps) + " |",
             "|---" * (len(g.max_logit_diff) + 1) + "|",
             "| Max logit diff | " + " | ".join(f"{value:.2g}" for value in g.max_logit_diff)
-            + " |", "", "</details>"]
+            + " |", "", *_steps_chart(model), "</details>"]
+
+
+def _steps_chart(model: ModelResult) -> list[str]:
+    """The drift along the steps as a Mermaid chart: log10 of each step's max logit diff (an
+    exact step drawn at the axis' foot), the line log10(atol)."""
+    values = _of(model).max_logit_diff
+    logs = [math.log10(value) for value in values if 0 < value < math.inf]
+    tolerance = math.log10(model.atol) if model.atol > 0 else None
+    if len(values) < 2 or not logs:
+        return []
+    low = math.floor(min([*logs, *([tolerance] if tolerance is not None else [])])) - 1
+    high = math.ceil(max([*logs, *([tolerance] if tolerance is not None else [])])) + 1
+    heights = [f"{math.log10(value):.2f}" if 0 < value < math.inf
+               else str(low if value == 0 else high) for value in values]
+    lines = ["```mermaid", "xychart-beta", f'    title "{model.name}: drift along the steps"',
+             '    x-axis "step (0: the prompt pass)" [' + ", ".join(
+                 f'"{step}"' for step in range(len(values))) + "]",
+             f'    y-axis "log10 max logit diff" {low} --> {high}',
+             "    bar [" + ", ".join(heights) + "]"]
+    if tolerance is not None:
+        lines.append("    line [" + ", ".join([f"{tolerance:.2f}"] * len(values)) + "]")
+    return [*lines, "```", ""]
 
 
 def _of(model: ModelResult) -> GenerationResult:
