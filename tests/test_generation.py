@@ -314,6 +314,21 @@ def test_the_file_an_export_command_writes_in_the_layout_is_checked(tmp_path: Pa
     assert result["generation"]["tokens_agree"] == [6] * 4
 
 
+@pytest.mark.slow
+def test_an_export_command_file_without_the_layouts_outputs_is_a_shape_mismatch(
+        tmp_path: Path) -> None:
+    repo = write_repo(tmp_path, 'factory = "models.library:llama"\n'
+                      'export-command = "python scripts/export_step.py {onnx}"\n'
+                      "generate = { steps = 2 }\n")
+    (repo / "scripts").mkdir()
+    (repo / "scripts" / "export_step.py").write_text(EXPORT_SCRIPT.replace(
+        'output_names=["logits", *PRESENT]', 'output_names=["logits"]'), encoding="utf-8")
+    result, _ = checked(tmp_path, "", repo)
+    [(code, message)] = errors(result)
+    assert code == "shape-mismatch"
+    assert "no output(s) ['present.0.key'" in message
+
+
 # ---- the configuration: exit 2 naming the key and the fix ----
 
 CONFIG = ('[[model]]\nname = "m"\nfactory = "models.library:llama"\n'

@@ -27,7 +27,7 @@ from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import Mask, compare_masked
 from onnx_parity.verification.decoding import OnnxDecoder, StepOutput, TorchDecoder
 from onnx_parity.verification.generation_review import Miss, mismatch_finding, token_difference
-from onnx_parity.verification.outputs import comparison_findings
+from onnx_parity.verification.outputs import comparison_findings, layout_mismatch
 from onnx_parity.verification.run_failures import load_failure_finding, runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
 
@@ -77,6 +77,10 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
         session = open_session(decoders.model, spec.runtime_optimization, decoders.threads)
     except RuntimeFailure as error:
         return Generated(_unrun(run, len(ids)), [load_failure_finding(error, decoders.model)])
+    missing = [name for name in ("logits", *decoders.shape.names("present"))
+               if name not in session.output_names]
+    if missing:
+        return Generated(_unrun(run, len(ids)), [layout_mismatch(missing, session.output_names)])
     size = max(spec.batch_sizes)
     try:
         for start in range(0, len(ids), size):

@@ -120,6 +120,16 @@ def count_mismatch(size: int, torch_count: int, onnx_names: tuple[str, ...]) -> 
     )
 
 
+def layout_mismatch(missing: list[str], onnx_names: tuple[str, ...]) -> Finding:
+    """A generating model's file lacks outputs of the decoder-with-past layout (`generate`)."""
+    return Finding(
+        "shape-mismatch",
+        f"the exported decoder has no output(s) {missing}, which a decoding step feeds back or "
+        f"reads (its outputs: {list(onnx_names)})",
+        fix="Export the decoder with past in optimum's layout: outputs `logits`, then "
+            "`present.N.key` / `present.N.value` for every layer N (docs/generation.md).")
+
+
 def unknown_axis_name(name: str, facts: ModelFacts, key: str = "dynamic-axes") -> Finding:
     return Finding(
         "shape-mismatch",
