@@ -253,6 +253,21 @@ def test_a_checkpoint_folder_generates_offline(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+def test_a_step_outside_the_tolerance_is_localised_with_its_repro_folder(tmp_path: Path) -> None:
+    """A tolerance below float32's noise: the first step fails, and it localises as any
+    failing cut does (its inputs, the past included, are ordinary tensors)."""
+    result, out = checked(tmp_path, 'factory = "models.library:llama"\natol = 1e-9\nrtol = 0\n'
+                          "generate = { steps = 3 }\n")
+    parity = [m for code, m in errors(result) if code == "parity-mismatch"]
+    assert parity
+    assert all(m.startswith("generation step 0 (past length 0)") for m in parity)
+    assert result["generation"]["tokens_agree"] == [3] * 4  # noise that flips no token
+    assert result["divergence"]["nodes"], result["divergence"]
+    assert result["repro"]["reproduces"]
+    assert (out / "m.repro" / "subgraph.onnx").exists()
+
+
+@pytest.mark.slow
 def test_stop_at_eos_stops_each_row_at_its_end_of_sequence_token(tmp_path: Path) -> None:
     result, _ = checked(tmp_path, 'factory = "models.library:llama_stopping_anywhere"\n'
                         "generate = { steps = 4, stop-at-eos = true }\n")

@@ -9,13 +9,16 @@ decodes and judges.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from onnx_parity.export import export_model, inspect_model, model_findings
+from onnx_parity.export import ExportOutcome, export_model, inspect_model, model_findings
+from onnx_parity.findings import Finding
 from onnx_parity.models import (
+    BoundInputs,
     bind_inputs,
     build_model,
     cache_shape,
@@ -25,9 +28,15 @@ from onnx_parity.models import (
     step_samples,
     step_spec,
 )
-from onnx_parity.settings import at_dtype
+from onnx_parity.settings import ModelSpec, at_dtype
 from onnx_parity.variants import skipped_variants
-from onnx_parity.verification import Decoders, check_generation, localise
+from onnx_parity.verification import (
+    Decoders,
+    FailingStep,
+    check_generation,
+    failing_cut,
+    localise,
+)
 
 if TYPE_CHECKING:
     from onnx_parity.pipeline.one_model import Ledger, ModelJob, Timer
@@ -67,11 +76,45 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
         flat = spec.generate is not None and spec.generate.cache == "flat"
         decoders = Decoders(loaded.module, outcome.model.path, shape, flat, dtype, job.threads)
         generated = check_generation(decoders, samples.named, spec, ledger.findings)
-    ledger.findings += generated.findings
+    findings = generated.findings
+    if generated.failing is not None:  # a step outside the tolerance: where it starts
+        with timer.step("localise"):
+            findings = _localised(Failed(outcome, step, generated.failing, findings),
+                                  (module, bound), job, ledger, timer)
+    ledger.findings += findings
     ledger.comparisons += generated.comparisons
     ledger.generation = generated.result
     if spec.variants:  # not built: a variant of a generating model is not decoded yet
         ledger.variants += skipped_variants(spec, outcome.model.size_bytes, NO_VARIANTS).results
+
+
+@dataclass(frozen=True)
+class Failed:
+    """A step outside the tolerance, with what its export made and the findings so far."""
+
+    outcome: ExportOutcome
+    step: ModelSpec  # the decoding step's spec (step_spec)
+    failing: FailingStep
+    findings: list[Finding]
+
+
+def _localised(failed: Failed, exported: tuple[Any, BoundInputs], job: ModelJob,
+               ledger: Ledger, timer: Timer) -> list[Finding]:
+    """The failing step localised as any failing cut is (its inputs are ordinary tensors),
+    with its repro folder; the findings with the localised one moved to its line."""
+    outcome, spec = failed.outcome, failed.step
+    assert outcome.model is not None
+    module, bound = outcome.exported or exported
+    cut = failing_cut(module, outcome.model.path, bound, spec, failed.failing)
+    target = localise.target(failed.findings, [cut])
+    if target is None:  # explained by a baked branch, or not a parity failure
+        return failed.findings
+    request = localise.Localisation(
+        module, outcome.program, outcome.exporter or "", outcome.model, bound, spec, job.repo,
+        localise.deadline_for(spec.timeout_seconds, timer.started), outcome.attempts)
+    localised = localise.localise(request, *target)
+    ledger.divergence, ledger.repro = localised.divergence, localised.repro
+    return localise.attach(failed.findings, localised, job.repo)
 
 
 def _numpy_dtype(name: str) -> Any:

@@ -5,7 +5,7 @@ from .compare import nonfinite_mismatch
 from .cuts import CutRun, ort_feed
 from .divergence_text import first_sentence
 from .drift import drift_findings
-from .generation import Decoders, Generated, check_generation
+from .generation import Decoders, FailingStep, Generated, check_generation, failing_cut
 from .lengths import Assumed
 from .outputs import output_names, sample_notes, variant_nonfinite
 from .run_failures import reference_finding
@@ -17,6 +17,7 @@ __all__ = [
     "CutRun",
     "Decoders",
     "Exported",
+    "FailingStep",
     "Generated",
     "RuntimeFailure",
     "Session",
@@ -24,6 +25,7 @@ __all__ = [
     "Verified",
     "check_generation",
     "drift_findings",
+    "failing_cut",
     "first_sentence",
     "nonfinite_mismatch",
     "open_session",

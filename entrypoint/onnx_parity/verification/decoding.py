@@ -87,14 +87,15 @@ class OnnxDecoder:
     shape: CacheShape
     dtype: Any
     past: dict[str, np.ndarray] = field(default_factory=dict)
+    feed: dict[str, np.ndarray] = field(default_factory=dict)  # the last step's inputs
 
     def step(self, ids: np.ndarray, mask: np.ndarray) -> StepOutput:
         if not self.past:
             empty = np.zeros((ids.shape[0], self.shape.kv_heads, 0, self.shape.head_dim),
                              dtype=self.dtype)
             self.past = {name: empty for name in self.shape.names("past_key_values")}
-        feed = {"input_ids": ids, "attention_mask": mask,
-                "position_ids": position_ids(mask, ids.shape[1]), **self.past}
+        feed = self.feed = {"input_ids": ids, "attention_mask": mask,
+                            "position_ids": position_ids(mask, ids.shape[1]), **self.past}
         # An input the exporter dropped (unused by the graph) is not fed.
         values = run_session(self.session, {name: feed[name] for name in self.session.input_names
                                             if name in feed})

@@ -21,10 +21,11 @@ import numpy as np
 
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import GenerationResult
-from onnx_parity.models import CacheShape
+from onnx_parity.models import BoundInputs, CacheShape
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import Mask, compare_masked
+from onnx_parity.verification.cuts import Cut, CutRun, run_cut
 from onnx_parity.verification.decoding import OnnxDecoder, StepOutput, TorchDecoder
 from onnx_parity.verification.generation_review import Miss, mismatch_finding, token_difference
 from onnx_parity.verification.outputs import comparison_findings, layout_mismatch
@@ -44,6 +45,15 @@ class Decoders:
     threads: int = 0
 
 
+@dataclass(frozen=True)
+class FailingStep:
+    """The first step whose outputs are outside the tolerance: its inputs as onnxruntime got
+    them (the past being its own presents), for localisation and the repro folder."""
+
+    step: int
+    feed: dict[str, np.ndarray]  # by the ONNX input names
+
+
 @dataclass
 class Generated:
     """The generation check's result, its findings and its comparisons (step in `dimensions`)."""
@@ -51,6 +61,7 @@ class Generated:
     result: GenerationResult
     findings: list[Finding] = field(default_factory=list)
     comparisons: list[OutputComparison] = field(default_factory=list)
+    failing: FailingStep | None = None
 
 
 @dataclass
@@ -62,6 +73,7 @@ class _Run:
     agree: list[int] = field(default_factory=list)
     drift: list[float] = field(default_factory=list)
     step: int = 0  # the step running (a failure's)
+    failing: FailingStep | None = None
 
 
 def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: ModelSpec,
@@ -98,7 +110,7 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
         findings.append(mismatch_finding(difference, run.steps))
     result = GenerationResult(run.steps, len(ids), tuple(run.agree), difference,
                               tuple(run.drift), forced)
-    return Generated(result, findings, run.comparisons)
+    return Generated(result, findings, run.comparisons, run.failing)
 
 
 def _unrun(run: _Run, rows: int) -> GenerationResult:
@@ -136,7 +148,8 @@ def _decode(sides: tuple[Decoders, Session], prompt: tuple[np.ndarray, np.ndarra
         if step:
             mask = np.concatenate([mask, np.ones((rows, 1), dtype=np.int64)], axis=1)
         expected, actual = torch_side.step(ids, mask), onnx_side.step(ids, mask)
-        _compare(expected, actual, (mask, step, live), run)
+        if not _compare(expected, actual, (mask, step, live), run) and run.failing is None:
+            run.failing = FailingStep(step, dict(onnx_side.feed))
         chosen = expected.logits[:, -1].argmax(-1)
         picked = actual.logits[:, -1].argmax(-1)
         for row in np.flatnonzero(live & (chosen != picked)):
@@ -173,8 +186,9 @@ def _prompt_passes(sides: tuple[Decoders, Session], prompt: tuple[np.ndarray, np
 
 
 def _compare(expected: StepOutput, actual: StepOutput,
-             where: tuple[np.ndarray, int, np.ndarray], run: _Run) -> None:
-    """The step's logits and presents, padded positions (and stopped rows) left out."""
+             where: tuple[np.ndarray, int, np.ndarray], run: _Run) -> bool:
+    """The step's logits and presents, padded positions (and stopped rows) left out; whether
+    every one is within the tolerance."""
     mask, step, live = where
     sequence = expected.logits.shape[1]
     keep = mask * live[:, None]
@@ -190,3 +204,15 @@ def _compare(expected: StepOutput, actual: StepOutput,
         run.comparisons.append(row)
         if name == "logits" and row.max_abs_diff is not None:
             run.drift[step] = max(run.drift[step], row.max_abs_diff)
+    return all(row.passed for row in run.comparisons[-len(pairs):])
+
+
+def failing_cut(module: Any, model: Path, bound: BoundInputs, spec: ModelSpec,
+                failing: FailingStep) -> CutRun:
+    """The failing step as a cut of the exported call (`module` and `bound`: the flat wrapper
+    export/ exported, or the module itself), for localise.target and localise.localise."""
+    session = open_session(model, spec.runtime_optimization)
+    size = len(failing.feed["input_ids"])
+    past = failing.feed["attention_mask"].shape[1] - failing.feed["input_ids"].shape[1]
+    return run_cut(module, session, bound, spec,
+                   Cut(failing.feed, size, {"step": failing.step, "past_sequence": past}))
