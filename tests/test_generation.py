@@ -95,6 +95,14 @@ class NearTie(_Tiny):
         ids = torch.arange(64)
         logits = torch.where(ids == 7, top + lift, torch.where(ids == 5, top, logits))
         return logits, k, v
+
+
+class FailsOnOneToken(_Tiny):
+    def forward(self, input_ids, attention_mask, key, value):
+        if input_ids.shape[1] == 1:
+            raise ValueError("this decoder takes no single token")
+        positions = torch.arange(input_ids.shape[1]).expand(*input_ids.shape)
+        return self.body(input_ids, attention_mask, positions, key, value)
 '''
 
 
@@ -265,6 +273,17 @@ def test_a_step_outside_the_tolerance_is_localised_with_its_repro_folder(tmp_pat
     assert result["divergence"]["nodes"], result["divergence"]
     assert result["repro"]["reproduces"]
     assert (out / "m.repro" / "subgraph.onnx").exists()
+
+
+@pytest.mark.slow
+def test_pytorch_failing_at_a_step_is_a_runtime_error_naming_the_step(tmp_path: Path) -> None:
+    result, _ = checked(tmp_path, 'factory = "models.library:FailsOnOneToken"\n'
+                        'exporter = "torchscript"\n'
+                        'generate = { steps = 3, cache = "flat", cache-shape = [1, 2, 8] }\n')
+    failed = [m for code, m in errors(result) if code == "runtime-error"]
+    assert len(failed) == 1
+    assert "this decoder takes no single token" in failed[0]
+    assert "1 new token(s) after 6 past positions" in failed[0]
 
 
 @pytest.mark.slow

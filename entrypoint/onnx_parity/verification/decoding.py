@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models import CacheShape
+from onnx_parity.models import CacheShape, ReferenceFailure
 from onnx_parity.verification.runtime import Session, run_session
 
 
@@ -44,6 +44,17 @@ class TorchDecoder:
     past: list[Any] = field(default_factory=list)
 
     def step(self, ids: np.ndarray, mask: np.ndarray) -> StepOutput:
+        """One step; PyTorch's own failure is a ReferenceFailure (its worker reports it)."""
+        try:
+            return self._step(ids, mask)
+        except Exception as error:  # whatever forward raises is the model's failure
+            failure = ReferenceFailure(
+                f"{type(error).__name__}: {error} (a decoding step with {ids.shape[1]} new "
+                f"token(s) after {mask.shape[1] - ids.shape[1]} past positions)", error)
+            failure.batch_size = len(ids)
+            raise failure from error
+
+    def _step(self, ids: np.ndarray, mask: np.ndarray) -> StepOutput:
         import torch
 
         positions = position_ids(mask, ids.shape[1])
