@@ -287,6 +287,24 @@ def test_pytorch_failing_at_a_step_is_a_runtime_error_naming_the_step(tmp_path: 
 
 
 @pytest.mark.slow
+def test_variants_of_a_generating_model_report_their_token_agreement(tmp_path: Path) -> None:
+    result, out = checked(tmp_path, 'factory = "models.library:llama"\n'
+                          'variants = ["int8-dynamic", "int8-static"]\n'
+                          "min-top1-agreement = 0.5\ngenerate = { steps = 6 }\n")
+    assert result["passed"], errors(result)
+    dynamic, static = result["variants"]
+    [comparison] = dynamic["comparisons"]
+    assert comparison["output"] == "logits"
+    assert 0.5 <= comparison["top1_agreement"] <= 1.0
+    assert comparison["max_abs_diff"] > result["generation"]["max_logit_diff"][0]  # int8's own
+    assert dynamic["notes"][0].startswith("checked by greedy decoding against PyTorch's fp32")
+    assert (out / "m.int8-dynamic.onnx").exists()
+    assert static["skipped"].startswith("int8-static is not built for a generating model")
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "int8-static | — | — | — | — | not built: see its note" in report
+
+
+@pytest.mark.slow
 def test_stop_at_eos_stops_each_row_at_its_end_of_sequence_token(tmp_path: Path) -> None:
     result, _ = checked(tmp_path, 'factory = "models.library:llama_stopping_anywhere"\n'
                         "generate = { steps = 4, stop-at-eos = true }\n")

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from onnx_parity.export import ExportOutcome, export_model, inspect_model, model_findings
-from onnx_parity.findings import Finding
+from onnx_parity.findings import Finding, Severity
 from onnx_parity.models import (
     BoundInputs,
     bind_inputs,
@@ -29,7 +29,7 @@ from onnx_parity.models import (
     step_spec,
 )
 from onnx_parity.settings import ModelSpec, at_dtype
-from onnx_parity.variants import skipped_variants
+from onnx_parity.variants import GeneratingModel, generation_variants, skipped_variants
 from onnx_parity.verification import (
     Decoders,
     FailingStep,
@@ -41,8 +41,8 @@ from onnx_parity.verification import (
 if TYPE_CHECKING:
     from onnx_parity.pipeline.one_model import Ledger, ModelJob, Timer
 
-NO_VARIANTS = ("a generating model's variants are not checked by generation yet, so none was "
-               "built: check the variant's file with a model of its own")
+SKIPPED = ("the fp32 model did not pass, so no variant was built from it: fix its findings "
+           "first (a variant is only worth checking against a verified fp32 baseline)")
 
 
 def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Timer) -> None:
@@ -84,8 +84,10 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
     ledger.findings += findings
     ledger.comparisons += generated.comparisons
     ledger.generation = generated.result
-    if spec.variants:  # not built: a variant of a generating model is not decoded yet
-        ledger.variants += skipped_variants(spec, outcome.model.size_bytes, NO_VARIANTS).results
+    if spec.variants:
+        with timer.step("variants"):
+            _variants(GeneratingModel(outcome.model, decoders, samples.named, spec,
+                                      workdir / f"{spec.name}.variants"), ledger)
 
 
 @dataclass(frozen=True)
@@ -115,6 +117,16 @@ def _localised(failed: Failed, exported: tuple[Any, BoundInputs], job: ModelJob,
     localised = localise.localise(request, *target)
     ledger.divergence, ledger.repro = localised.divergence, localised.repro
     return localise.attach(failed.findings, localised, job.repo)
+
+
+def _variants(model: GeneratingModel, ledger: Ledger) -> None:
+    """Deployment variants, built only from an fp32 decoder that passed, checked by decoding."""
+    if any(finding.severity == Severity.ERROR for finding in ledger.findings):
+        checked = skipped_variants(model.spec, model.fp32.size_bytes, SKIPPED)
+    else:
+        checked = generation_variants(model)
+    ledger.variants += checked.results
+    ledger.findings += checked.findings
 
 
 def _numpy_dtype(name: str) -> Any:

@@ -30,8 +30,9 @@ def variants_section(run: RunResult) -> list[str]:
 
 def _row(model: ModelResult, variant: VariantResult) -> str:
     if variant.skipped is not None:
-        cells = ["⏭️", f"`{model.name}`", variant.name, "—", "—", "—", "—",
-                 "not built: the fp32 model did not pass"]
+        why = ("the fp32 model did not pass" if "did not pass" in variant.skipped
+               else "see its note")
+        cells = ["⏭️", f"`{model.name}`", variant.name, "—", "—", "—", "—", f"not built: {why}"]
     else:
         cells = [STATUS[_passed(model, variant.name)], f"`{model.name}`", variant.name,
                  _size(variant), _sqnr(variant.worst_sqnr_db),
