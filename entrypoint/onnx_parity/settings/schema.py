@@ -299,8 +299,8 @@ class ModelSpec:
             'at the end-of-sequence token; `cache = "flat"` is for your own decoder, '
             "`forward(input_ids, attention_mask, [position_ids,] *past)` returning `(logits, "
             "*present)`, with `cache-shape = [layers, kv_heads, head_dim]` when it has no "
-            "`config`. `dynamic-axes`, `outputs` and `axis-sizes` do not apply. See "
-            "docs/generation.md.")
+            "`config`. `dynamic-axes`, `outputs` and `axis-sizes` do not apply; `variants` are "
+            "decoded too, their token agreement their top-1 agreement. See docs/generation.md.")
 
 
 def declared_keys() -> tuple[Key, ...]:
