@@ -200,13 +200,21 @@ def _model_section(model: ModelResult, source_base: str | None, detail: int) -> 
         lines += drift_chart(model.name, model.divergence)
     if detail == FULL:
         lines += repro_section(model)
-    if detail == FULL and model.comparisons:
-        lines += ["", *_comparison_table(model.comparisons)]
+    if detail == FULL and (rows := _shown_rows(model)):
+        lines += ["", *_comparison_table(rows)]
     if detail == FULL and model.attempts:
         lines += ["", "Exporters tried: " + "; ".join(
             f"{_inline(a.exporter)} {'succeeded' if a.succeeded else 'failed'}"
             for a in model.attempts)]
     return [*lines, "", "</details>"]
+
+
+def _shown_rows(model: ModelResult) -> tuple[OutputComparison, ...]:
+    """Every comparison; a generating model's outside the tolerance only (one per output and
+    step: its table of every step is report.json's and the drift table's)."""
+    if model.generation is None:
+        return model.comparisons
+    return tuple(c for c in model.comparisons if not c.passed)
 
 
 def _ordered(findings: tuple[Finding, ...]) -> list[Finding]:

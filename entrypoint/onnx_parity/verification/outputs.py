@@ -321,7 +321,8 @@ def left_out_text(c: OutputComparison) -> str:
     """'; 12 elements left out where attention_mask is 0 (compare-mask)', or nothing."""
     if not c.left_out:
         return ""
-    return (f"; {c.left_out} element(s) left out where {c.left_out_by} is 0 (compare-mask)")
+    why = "padding" if "step" in c.dimensions else "compare-mask"  # generation: padding
+    return f"; {c.left_out} element(s) left out where {c.left_out_by} is 0 ({why})"
 
 
 def _g(value: float | None) -> str:
