@@ -83,6 +83,10 @@ def test_a_guard_inside_torch_is_reported_only_when_its_far_side_fails() -> None
                                     {"batch": (1, 2, 16)})
     assert failing.severity == Severity.ERROR
     assert "it breaks at batch 16, where the model fails" in failing.message
+    [named] = assumption_findings([inside], {"batch": {16: "x"}}, {"batch": (1, 2, 16)},
+                                  batch=frozenset({"batch"}))
+    assert "`batch-sizes`" in (named.fix or "")  # axis-sizes refuses the batch axis
+    assert "axis-sizes" not in (named.fix or "")
 
 
 def test_a_note_says_where_the_far_side_was_tested() -> None:
