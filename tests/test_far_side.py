@@ -124,7 +124,7 @@ def test_a_size_derived_blur_fails_at_a_far_side_length_the_tool_found(tmp_path:
     run = run_cli("check", cwd=blur_repo(tmp_path, extra), out=tmp_path / "out")
     assert run.code == 1, run.stdout + run.stderr
     model = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))["models"][0]
-    planned = [64, 32, 49, 80] if not extra else [64, 80]
+    planned = [64, 32, 49, 80, 1] if not extra else [64, 80]
     assert model["lengths"]["width"]["run"] == [*planned, 103, 123]
     [finding] = [f for f in model["findings"] if f["severity"] == "error"]
     assert finding["code"] == "shape-assumption"
