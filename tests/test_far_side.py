@@ -133,3 +133,4 @@ def test_a_size_derived_blur_fails_at_a_far_side_length_the_tool_found(tmp_path:
         "models/far_side.py:22: `1.0 + width / 64 < 2.6`), which the ONNX file does not check; "
         "it breaks at width 103, 123, where the model fails: the outputs differ at width 103")
     assert finding["details"]["failed_sizes"] == [103, 123]
+    assert model["lengths"]["width"]["far_side"] == [103, 123]
