@@ -78,8 +78,8 @@ def test_default_sizes_keep_no_divisibility_of_the_committed_length() -> None:
         assert len(set(sizes)) == len(sizes) >= 3
         assert sizes[-1] == 1 or length == 1  # what deployments send most, tried last
         assert any(size % 2 for size in sizes[1:-1])  # an odd one: no power of two divides it
-    assert 1 not in default_sizes(6, smallest=2)  # a root whose expression needs 2 or more
         assert max(sizes) > length  # a longer one
+    assert 1 not in default_sizes(6, smallest=2)  # a root whose expression needs 2 or more
 
 
 def test_other_lengths_repeat_the_samples_along_the_axis() -> None:
