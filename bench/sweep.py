@@ -42,6 +42,8 @@ class Sweep:
     verify: dict[str, float]  # median seconds of all models' verify steps, per configuration
     failing: dict[str, list[str]]  # the models that failed, per configuration (last run)
     models: list[str]
+    # model -> dimension -> the lengths added to break an assumption (default run, last)
+    far_side: dict[str, dict[str, list[int]]]
 
     @property
     def ratio(self) -> float:
@@ -50,7 +52,7 @@ class Sweep:
     def as_json(self) -> dict[str, object]:
         return {"series": {name: s.as_json() for name, s in self.series.items()},
                 "ratio": self.ratio, "aim": AIM, "verify_seconds": self.verify,
-                "failing": self.failing, "models": self.models}
+                "failing": self.failing, "models": self.models, "far_side": self.far_side}
 
 
 def sweep_repo(workspace: Workspace) -> Path:
@@ -109,7 +111,7 @@ def measure_sweep(repeat: int, workspace: Workspace) -> Sweep:
     failing = {name: _failing(timed[-1]) for name, timed in runs.items()}
     models = [m["name"] for m in tomllib.loads(
         (repo / "onnx-parity.toml").read_text(encoding="utf-8"))["model"]]
-    return Sweep(series, verify, failing, models)
+    return Sweep(series, verify, failing, models, _far_side(runs["default"][-1]))
 
 
 def _runner(repo: Path, config: Path | None, workspace: Workspace) -> Runner:
@@ -130,6 +132,14 @@ def _verify_seconds(timed: Timed) -> float:
                for step in model["steps"] if step["step"] == "verify")
 
 
+def _far_side(timed: Timed) -> dict[str, dict[str, list[int]]]:
+    found = {model["name"]: {name: lengths["far_side"]
+                             for name, lengths in model["lengths"].items()
+                             if lengths.get("far_side")}
+             for model in _report(timed)["models"]}
+    return {name: dims for name, dims in found.items() if dims}
+
+
 def _failing(timed: Timed) -> list[str]:
     return [model["name"] for model in _report(timed)["models"] if not model["passed"]]
 
@@ -146,7 +156,16 @@ def render_sweep(figures: dict) -> list[str]:
                  f"(aim <= {figures['aim']}x){over}")
     only = [m for m in figures["failing"]["default"] if m not in figures["failing"]["pinned"]]
     lines.append(f"failing only with the default lengths: {', '.join(only) or 'none'}")
+    lines.append(f"far-side lengths (added to break what an export assumed): "
+                 f"{far_side_text(figures.get('far_side', {}))}")
     return lines
+
+
+def far_side_text(found: dict[str, dict[str, list[int]]]) -> str:
+    """`swin: height 65, 66; width 65, 66` per model, or `none`."""
+    return "; ".join(f"{model}: " + ", ".join(f"{dim} {' '.join(map(str, sizes))}"
+                                               for dim, sizes in dims.items())
+                     for model, dims in found.items()) or "none"
 
 
 def page_section(figures: dict | None) -> str:
@@ -166,7 +185,9 @@ def page_section(figures: dict | None) -> str:
         "| run | median | min | verify steps (median) |\n|---|---|---|---|\n"
         f"{rows}\n\n"
         f"Default / pinned: **{figures['ratio']:.2f}x** (aim at most {figures['aim']}x). "
-        f"Failing only with the default lengths: {', '.join(only) or 'none'}.\n"
+        f"Failing only with the default lengths: {', '.join(only) or 'none'}. "
+        "Lengths added on the far side of what an export assumed (both runs add them): "
+        f"{far_side_text(figures.get('far_side', {}))}.\n"
     )
 
 

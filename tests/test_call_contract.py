@@ -132,15 +132,15 @@ def test_a_mask_one_longer_than_the_cache_is_swept_with_it(tmp_path: Path) -> No
     run = run_cli("check", cwd=repo, out=tmp_path / "out")
     assert run.code == 0, run.stdout + run.stderr
     model = model_of(tmp_path / "out")
-    assert model["dimension_sizes"] == {"past": [6, 3, 5, 8]}
-    assert model["axis_sizes"]["attention_mask"] == {"1": [7, 4, 6, 9]}
+    assert model["dimension_sizes"] == {"past": [6, 3, 5, 8, 1]}
+    assert model["axis_sizes"]["attention_mask"] == {"1": [7, 4, 6, 9, 2]}
     assert model["linked_axes"] == {"past": ["attention_mask axis 1 = past + 1",
                                              "present axis 1 = past + 1"]}
     assert model["findings"] == []  # the derived axis's own guard is no assumption
     shapes = {(c["input_shapes"]["past"][1], c["input_shapes"]["attention_mask"][1])
               for c in model["comparisons"]}
-    assert shapes == {(6, 7), (3, 4), (5, 6), (8, 9)}
-    assert "past 6, 3, 5, 8 (attention_mask axis 1 = past + 1; present axis 1 = past + 1)" in \
+    assert shapes == {(6, 7), (3, 4), (5, 6), (8, 9), (1, 2)}
+    assert "past 6, 3, 5, 8, 1 (attention_mask axis 1 = past + 1; present axis 1 = past + 1)" in \
         (tmp_path / "out" / "report.md").read_text(encoding="utf-8")
     import onnx
 
@@ -203,9 +203,9 @@ def test_a_time_major_gru_takes_its_batch_on_axis_1(tmp_path: Path) -> None:
     assert run.code == 0, run.stdout + run.stderr
     model = model_of(tmp_path / "out")
     shapes = {(c["batch_size"], tuple(c["input_shapes"]["x"])) for c in model["comparisons"]}
-    assert shapes == {(batch, (time, batch, 6)) for batch in (1, 3) for time in (8, 4, 7, 10)}
+    assert shapes == {(batch, (time, batch, 6)) for batch in (1, 3) for time in (8, 4, 7, 10, 1)}
     assert {tuple(c["torch_shape"]) for c in model["comparisons"] if c["batch_size"] == 3} == \
-        {(time, 3, 16) for time in (8, 4, 7, 10)}
+        {(time, 3, 16) for time in (8, 4, 7, 10, 1)}
 
 
 @pytest.mark.slow

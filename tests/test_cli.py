@@ -87,7 +87,9 @@ def test_exit_2_for_a_configuration_mistake_without_starting_a_worker(tmp_path: 
     assert done.stderr.strip() == (
         'onnx-parity: onnx-parity.toml: model "m": key "atoll": unknown key; did you mean '
         f'"atol"? Valid keys here: {", ".join(MODEL_KEYS)}.')
-    assert ", ".join(MODEL_KEYS).startswith("name, factory, transformers, weights, inputs, outputs, dynamic-axes")
+    assert ", ".join(MODEL_KEYS).startswith(
+        "name, factory, transformers, weights, inputs, forward-kwargs, outputs, dynamic-axes, "
+        "batch-axis")
 
 
 def test_an_output_folder_that_cannot_be_written_stops_before_any_model_runs(

@@ -83,6 +83,10 @@ def test_a_guard_inside_torch_is_reported_only_when_its_far_side_fails() -> None
                                     {"batch": (1, 2, 16)})
     assert failing.severity == Severity.ERROR
     assert "it breaks at batch 16, where the model fails" in failing.message
+    [named] = assumption_findings([inside], {"batch": {16: "x"}}, {"batch": (1, 2, 16)},
+                                  batch=frozenset({"batch"}))
+    assert "`batch-sizes`" in (named.fix or "")  # axis-sizes refuses the batch axis
+    assert "axis-sizes" not in (named.fix or "")
 
 
 def test_a_note_says_where_the_far_side_was_tested() -> None:
@@ -120,7 +124,7 @@ def test_a_size_derived_blur_fails_at_a_far_side_length_the_tool_found(tmp_path:
     run = run_cli("check", cwd=blur_repo(tmp_path, extra), out=tmp_path / "out")
     assert run.code == 1, run.stdout + run.stderr
     model = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))["models"][0]
-    planned = [64, 32, 49, 80] if not extra else [64, 80]
+    planned = [64, 32, 49, 80, 1] if not extra else [64, 80]
     assert model["lengths"]["width"]["run"] == [*planned, 103, 123]
     [finding] = [f for f in model["findings"] if f["severity"] == "error"]
     assert finding["code"] == "shape-assumption"
@@ -129,3 +133,4 @@ def test_a_size_derived_blur_fails_at_a_far_side_length_the_tool_found(tmp_path:
         "models/far_side.py:22: `1.0 + width / 64 < 2.6`), which the ONNX file does not check; "
         "it breaks at width 103, 123, where the model fails: the outputs differ at width 103")
     assert finding["details"]["failed_sizes"] == [103, 123]
+    assert model["lengths"]["width"]["far_side"] == [103, 123]

@@ -28,23 +28,22 @@ def one(result, code):
 
 
 def test_recurrent_loop_traced_by_torchscript_fails_at_other_lengths(check_model):
-    """The graph keeps `time` symbolic but unrolls the loop for 8 steps: a length-mismatch at
-    every other length, not a frozen-dimension (the file does not fix the axis)."""
+    """The graph keeps `time` symbolic but unrolls the loop for 8 steps: the failing lengths are
+    named at the loop's line (a trace at another length shows the run of Gathers move), not a
+    frozen-dimension (the file does not fix the axis) nor a bare length-mismatch."""
     result = check_model(config("loop", "RecurrentLoop", extra='exporter = "torchscript"\n'))
-    shorter, longer = [f for f in result.findings if f.code == "length-mismatch"]
-    assert shorter.message.startswith(
-        '"x" axis 1 ("time") is symbolic in the exported model, but onnxruntime fails at time '
-        "4, 7 (batch 1, 3; runs clean at 8; exported at 8)")
-    assert "Gather" in shorter.message  # onnxruntime's own evidence: the unrolled index
-    assert shorter.details["sizes"] == [4, 7]
-    assert shorter.details["passed_sizes"] == [8]
-    # Longer than the export: the unrolled loop silently stops after 8 steps.
-    assert longer.details["size"] == 10
-    assert 'the outputs differ at time 10 (batch 1, 3; runs clean at 8; exported at 8): ' \
-           'output "output" max abs diff' in longer.message
+    [loop] = [f for f in result.findings if f.code == "shape-assumption"]
+    assert (loop.severity, loop.file, loop.line) == (Severity.ERROR, "models/shapes.py", 16)
+    assert loop.message.startswith(
+        "the TorchScript export unrolled the loop at models/shapes.py:16 over time into 8 "
+        "steps: 8 Gather nodes (/Gather_1 ... /Gather_8) read the constant indices 0..7 along "
+        "axis 1; the ONNX file computes those 8 steps at every length, and the model fails at "
+        "time ")
+    assert sorted(loop.details["failed_sizes"]) == [1, 4, 7, 10]
+    assert "length-mismatch" not in codes(result)  # the loop explains every failing length
     assert "frozen-dimension" not in codes(result)
-    assert result.axis_sizes == {"x": {1: (8, 4, 7, 10)}}
-    assert result.dimension_sizes == {"time": (8, 4, 7, 10)}
+    assert result.axis_sizes == {"x": {1: (8, 4, 7, 10, 1)}}
+    assert result.dimension_sizes == {"time": (8, 4, 7, 10, 1)}
     assert not result.passed
 
 
@@ -56,9 +55,9 @@ def test_position_embedding_sliced_by_length_passes_at_every_length(check_model)
     # then the far side of the table's bound (time <= 16) the export assumed: 16 runs, 17 and
     # on are PyTorch's own limit.
     assert ran == {(batch, (batch, length, 6)) for batch in (1, 3)
-                   for length in (8, 4, 7, 10, 16)}
-    assert result.dimension_sizes == {"time": (8, 4, 7, 10, 16)}
-    assert result.lengths["time"].run == (8, 4, 7, 10, 16)
+                   for length in (8, 4, 7, 10, 1, 16)}
+    assert result.dimension_sizes == {"time": (8, 4, 7, 10, 1, 16)}
+    assert result.lengths["time"].run == (8, 4, 7, 10, 1, 16)
     assert list(result.lengths["time"].skipped) == [17, 20, 22]
 
 
@@ -78,7 +77,7 @@ def test_a_length_pytorch_cannot_run_is_noted_not_blamed_on_the_export(check_mod
             "(RuntimeError: The size of tensor a (4/7/10) must match") in note.message
     assert "axis-sizes = { x = { 1 = [8, ...] } }" in note.suggested_fix
     assert "frozen-dimension" not in codes(result)
-    assert result.lengths["time"].run == (8,)
+    assert result.lengths["time"].run == (8, 1)  # a table of 8 rows broadcasts over 1
     skipped = result.lengths["time"].skipped
     assert list(skipped) == [4, 7, 10]
     assert skipped[7].startswith("PyTorch itself fails: RuntimeError: The size of tensor a (7)")
@@ -123,8 +122,8 @@ def test_a_mask_behind_a_defaulted_parameter_binds_by_keyword(check_model, expor
             'dynamic-axes = { ids = { 0 = "batch", 1 = "sequence" }, mask = { 0 = "batch", 1 = "sequence" } }\n')
     result = check_model(text)
     assert result.passed, [(f.code, f.message) for f in result.findings]
-    assert result.dimension_sizes == {"sequence": (6, 3, 5, 8)}
-    assert result.axis_sizes == {"ids": {1: (6, 3, 5, 8)}, "mask": {1: (6, 3, 5, 8)}}
+    assert result.dimension_sizes == {"sequence": (6, 3, 5, 8, 1)}
+    assert result.axis_sizes == {"ids": {1: (6, 3, 5, 8, 1)}, "mask": {1: (6, 3, 5, 8, 1)}}
 
 
 def test_optimizer_drift_when_outputs_match_with_optimizations_disabled(check_model):

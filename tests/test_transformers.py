@@ -17,9 +17,9 @@ def test_tiny_gpt2_with_ids_and_mask_passes_at_every_shape(check_model):
     result = check_model(config)
     assert result.passed, [(f.code, f.message) for f in result.findings]
     assert result.exporter == "dynamo"
-    assert result.dimension_sizes == {"sequence": (6, 3, 5, 8)}
+    assert result.dimension_sizes == {"sequence": (6, 3, 5, 8, 1)}
     shapes = {(c.batch_size, c.input_shapes["input_ids"]) for c in result.comparisons}
-    assert shapes == {(batch, (batch, length)) for batch in (1, 3) for length in (6, 3, 5, 8)}
+    assert shapes == {(batch, (batch, length)) for batch in (1, 3) for length in (6, 3, 5, 8, 1)}
     assert result.max_abs_diff < 1e-4
     assert [c.output for c in result.comparisons][:1] == ["logits"]
 

@@ -65,6 +65,8 @@ class DimensionLengths:
 
     run: tuple[int, ...]
     skipped: dict[int, str] = field(default_factory=dict)
+    # the lengths added because they break what the export assumed (run or skipped)
+    far_side: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)

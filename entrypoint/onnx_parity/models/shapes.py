@@ -29,6 +29,11 @@ class Dimension:
     sizes: tuple[int, ...]  # the sizes asked for, the committed one first
     # (input, axis, expression): axes whose length follows this dimension's
     derived: tuple[tuple[str, int, Linear], ...] = ()
+    # lengths the sweep tries of its own accord (1): where PyTorch cannot run one, it is
+    # skipped without a note, since nobody asked for it
+    optional: tuple[int, ...] = ()
+    # lengths added because they break what the export assumed (verification/far_side.py)
+    far_side: tuple[int, ...] = ()
 
     @property
     def extra(self) -> tuple[int, ...]:
@@ -56,11 +61,13 @@ class Dimension:
                      if (linear := parse_dimension(label)) and linear.root == self.name)
 
 
-def default_sizes(committed: int, smallest: int = 2) -> tuple[int, ...]:
-    """The committed size L, `max(2, L // 2)`, an odd size near 3L/4 and one near 5L/4: distinct,
-    never 1 (a size torch.export specialises). Halving a power of two keeps every divisibility
-    that windowing, padding and striding code depends on; an odd size keeps none of them, and a
-    longer one shows a table or a loop bounded by the export's length. A dimension that others
+def default_sizes(committed: int, smallest: int = 1) -> tuple[int, ...]:
+    """The committed size L, `max(2, L // 2)`, an odd size near 3L/4, one near 5L/4, then 1:
+    distinct. Halving a power of two keeps every divisibility that windowing, padding and
+    striding code depends on; an odd size keeps none of them, and a longer one shows a table or
+    a loop bounded by the export's length. 1 is what deployments send most (one token, one
+    point, one frame) and where broadcasting changes meaning; the export is never made at 1
+    (torch.export specialises it), but the exported graph runs there. A dimension that others
     derive from runs no shorter than its committed length allows them (`smallest`)."""
     if committed < 1:
         return (committed,)  # nothing to repeat: an empty axis runs as committed
@@ -70,6 +77,8 @@ def default_sizes(committed: int, smallest: int = 2) -> tuple[int, ...]:
                      key=lambda n: (abs(n - committed * 3 / 4), -n)))
     longer = max(committed + 1, round(committed * 5 / 4))
     sizes.append(next(n for n in range(longer, longer + 4) if n not in sizes))
+    if smallest <= 1:
+        sizes.append(1)
     return tuple(dict.fromkeys(sizes))
 
 
@@ -115,7 +124,8 @@ def _dimension(label: str, members: tuple[tuple[str, int], ...],
     smallest = max((linear.smallest_root() for _, _, linear in derived), default=0)
     sizes = (tuple(dict.fromkeys((committed, *asked))) if asked
              else default_sizes(committed, smallest))
-    return Dimension(label, members, committed, sizes, derived)
+    optional = () if asked or committed == 1 else tuple(n for n in sizes if n == 1)
+    return Dimension(label, members, committed, sizes, derived, optional)
 
 
 def resize(feed: dict[str, np.ndarray], dimension: Dimension, size: int) -> dict[str, np.ndarray]:

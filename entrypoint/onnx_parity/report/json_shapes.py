@@ -176,6 +176,7 @@ class LengthsJson(TypedDict):
 
     run: list[int]
     skipped: dict[str, str]
+    far_side: NotRequired[list[int]]  # the lengths added to break an assumption (absent: none)
 
 
 class TokenDifferenceJson(TypedDict):  # generation_results.TokenDifference

@@ -94,13 +94,17 @@ def axis_sizes_from_json(data: dict[str, Shapes]) -> dict[str, dict[int, tuple[i
 
 
 def lengths_to_json(lengths: DimensionLengths) -> LengthsJson:
-    return {"run": list(lengths.run),
-            "skipped": {str(length): why for length, why in lengths.skipped.items()}}
+    data: LengthsJson = {"run": list(lengths.run),
+                         "skipped": {str(length): why for length, why in lengths.skipped.items()}}
+    if lengths.far_side:
+        data["far_side"] = list(lengths.far_side)
+    return data
 
 
 def lengths_from_json(data: LengthsJson) -> DimensionLengths:
     return DimensionLengths(tuple(data["run"]),
-                            {int(length): why for length, why in data["skipped"].items()})
+                            {int(length): why for length, why in data["skipped"].items()},
+                            tuple(data.get("far_side", ())))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -23,6 +23,10 @@ from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.verification.far_side import far_side_lengths
 
+# The batch's sizes are `batch-sizes`' (axis-sizes refuses the batch axis).
+BATCH_FIX = ("Make forward handle every batch size, or set `batch-sizes` to sizes that satisfy "
+             "the assumption and document the requirement for the code that runs the ONNX "
+             "model.")
 Failed = Mapping[str, Mapping[int, str]]  # dimension -> failing length -> what failed there
 Ran = Mapping[str, Sequence[int]]  # dimension -> every length both sides ran
 # Baked constants quoted per failing dimension (the first in graph order are the likeliest).
@@ -30,12 +34,15 @@ MAX_CONSTANTS = 3
 
 
 def assumption_findings(assumptions: Sequence[ShapeAssumption], failed: Failed, ran: Ran,
-                        skipped: Ran | None = None) -> list[Finding]:
+                        skipped: Ran | None = None,
+                        batch: frozenset[str] = frozenset()) -> list[Finding]:
     """One `shape-assumption` per assumption: an error where it explains a failing length.
-    `skipped`: dimension -> the lengths PyTorch itself could not run (not checked)."""
+    `skipped`: dimension -> the lengths PyTorch itself could not run (not checked); `batch`:
+    the names of the batch (whose sizes `batch-sizes` sets, not `axis-sizes`)."""
     found = [_finding(assumption, failed.get(assumption.dimension, {}),
                       tuple(ran.get(assumption.dimension, ())),
-                      tuple((skipped or {}).get(assumption.dimension, ())))
+                      tuple((skipped or {}).get(assumption.dimension, ())),
+                      assumption.dimension in batch)
              for assumption in assumptions]
     return [finding for finding in found if finding is not None]
 
@@ -63,7 +70,7 @@ def constant_shape_findings(shapes: Sequence[ConstantShape], failed: Failed,
 
 
 def _finding(assumption: ShapeAssumption, failures: Mapping[int, str], ran: tuple[int, ...],
-             skipped: tuple[int, ...]) -> Finding | None:
+             skipped: tuple[int, ...], batch: bool = False) -> Finding | None:
     """An error where a length that breaks the assumption failed; else a note of what was
     tested (none for a guard inside torch itself, whose far side matched or was not found)."""
     if assumption.kind == "unread":
@@ -80,7 +87,7 @@ def _finding(assumption: ShapeAssumption, failures: Mapping[int, str], ran: tupl
         return Finding("shape-assumption", f"{head}; it breaks at {name} {_list(failing)}, "
                        f"where the model fails: {_failures(name, failing, failures)}",
                        file=assumption.file, line=assumption.line, severity=Severity.ERROR,
-                       details=details)
+                       details=details, fix=BATCH_FIX if batch else None)
     if _inside_torch(assumption):
         return None  # torch's own bookkeeping, tested on its far side where one exists
     own = [length for length in skipped if not _holds(assumption, length)]
@@ -98,8 +105,8 @@ def _finding(assumption: ShapeAssumption, failures: Mapping[int, str], ran: tupl
                "check what the ONNX model does there; or make forward handle every length, or "
                "document the requirement.")
     else:
-        text = (f"{head}; no {name} from a quarter to four times its export length breaks "
-                "it, so none was tested")
+        text = (f"{head}; no {name} from a quarter to four times its export "
+                f"{'size' if batch else 'length'} breaks it, so none was tested")
     return Finding("shape-assumption", text, file=assumption.file, line=assumption.line,
                    severity=Severity.NOTE, fix=fix, details=details)
 

@@ -66,7 +66,9 @@ def _widened(dimension: Dimension, assumptions: list[ShapeAssumption]) -> Dimens
     extra = [n for assumption in assumptions if not _broken(assumption, dimension.sizes)
              for n in far_side_lengths(assumption, dimension.committed, max(1, lowest))]
     sizes = tuple(dict.fromkeys((*dimension.sizes, *sorted(extra))))
-    return dimension if sizes == dimension.sizes else dataclasses.replace(dimension, sizes=sizes)
+    added = tuple(n for n in sizes if n not in dimension.sizes)
+    return dimension if not added else dataclasses.replace(dimension, sizes=sizes,
+                                                           far_side=added)
 
 
 def _broken(assumption: ShapeAssumption, lengths: Sequence[int]) -> bool:

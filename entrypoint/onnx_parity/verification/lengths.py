@@ -68,7 +68,8 @@ def length_findings(failures: Sequence[LengthFailure], lengths: Mapping[str, Dim
         assert batches is not None
         failed[label], ran[label], skipped[label] = (dict(batches.failed), batches.ran,
                                                      tuple(batches.skipped))
-    found = [*assumption_findings(assumed.assumptions, failed, ran, skipped),
+    batch = frozenset(batches.labels if batches else ())
+    found = [*assumption_findings(assumed.assumptions, failed, ran, skipped, batch),
              *loop_findings(assumed.loops, failed, ran),
              *constant_shape_findings(assumed.constant_shapes, failed, ran)]
     covered = explained(found)

@@ -224,7 +224,8 @@ def _dimension_runs(runner: Runner, dims: tuple[Dimension, ...], exported: Expor
         verified.dimension_sizes[dimension.name] = outcome.ran
         if linked := dimension.linked(runner.spec.dynamic_axes):
             verified.linked_axes[dimension.name] = linked
-        verified.lengths[dimension.name] = DimensionLengths(outcome.ran, outcome.skipped)
+        verified.lengths[dimension.name] = DimensionLengths(outcome.ran, outcome.skipped,
+                                                            dimension.far_side)
     return findings + length_findings(failures, verified.lengths, exported.assumed,
                                       exported.export_findings,
                                       _far_batches(runner, exported, verified))

@@ -47,8 +47,11 @@ def environment(env: Mapping[str, str] | None = None) -> dict[str, object]:
 def spec_document(spec: ModelSpec, repo: Path, *, measured_only: bool) -> dict[str, object]:
     """The resolved configuration entry as plain JSON values, paths relative to `repo`."""
     root = repo.resolve()
-    return {f.name: _plain(getattr(spec, f.name), root) for f in dataclasses.fields(spec)
-            if not (measured_only and f.name in NOT_MEASURED)}
+    document = {f.name: _plain(getattr(spec, f.name), root) for f in dataclasses.fields(spec)
+                if not (measured_only and f.name in NOT_MEASURED)}
+    if measured_only:  # which keys were set matters (a dtype's tolerances) only if measured
+        document["explicit"] = [name for name in spec.explicit if name not in NOT_MEASURED]
+    return document
 
 
 def fingerprint_key(spec: ModelSpec, repo: Path, env: dict[str, object]) -> str:
