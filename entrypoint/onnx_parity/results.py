@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from onnx_parity.findings import Finding, Severity
@@ -116,15 +116,15 @@ class VariantResult:
 
     @property
     def worst_sqnr_db(self) -> float | None:
-        return _min_or_none(c.sqnr_db for c in self.comparisons)
+        return _extreme((c.sqnr_db for c in self.comparisons), min)
 
     @property
     def worst_top1_agreement(self) -> float | None:
-        return _min_or_none(c.top1_agreement for c in self.comparisons)
+        return _extreme((c.top1_agreement for c in self.comparisons), min)
 
     @property
     def max_abs_diff(self) -> float | None:
-        return _max_or_none(c.max_abs_diff for c in self.comparisons)
+        return _extreme((c.max_abs_diff for c in self.comparisons), max)
 
 
 @dataclass(frozen=True)
@@ -278,19 +278,19 @@ class ModelResult:
 
     @property
     def max_abs_diff(self) -> float | None:
-        return _max_or_none(c.max_abs_diff for c in self.comparisons)
+        return _extreme((c.max_abs_diff for c in self.comparisons), max)
 
     @property
     def max_rel_diff(self) -> float | None:
-        return _max_or_none(c.max_rel_diff for c in self.comparisons)
+        return _extreme((c.max_rel_diff for c in self.comparisons), max)
 
     @property
     def tolerance_share(self) -> float | None:
-        return _max_or_none(c.tolerance_share for c in self.comparisons)
+        return _extreme((c.tolerance_share for c in self.comparisons), max)
 
     def diffs_by_batch(self) -> dict[int, float | None]:
         return {
-            size: _max_or_none(c.max_abs_diff for c in self.comparisons if c.batch_size == size)
+            size: _extreme((c.max_abs_diff for c in self.comparisons if c.batch_size == size), max)
             for size in self.batch_sizes
         }
 
@@ -342,11 +342,7 @@ class RunResult:
         return tuple(model.name for model in self.models if not model.passed)
 
 
-def _max_or_none(values: Iterable[float | None]) -> float | None:
+def _extreme(values: Iterable[float | None], pick: Callable[[list[float]], float]) -> float | None:
+    """`max` or `min` of the known values; None when none is known."""
     present = [value for value in values if value is not None]
-    return max(present) if present else None
-
-
-def _min_or_none(values: Iterable[float | None]) -> float | None:
-    present = [value for value in values if value is not None]
-    return min(present) if present else None
+    return pick(present) if present else None

@@ -7,9 +7,9 @@ from onnx_parity import __version__
 from onnx_parity.findings import Severity
 from onnx_parity.report.json_shapes import DivergenceRecord, ParityRecord, VariantRecord
 from onnx_parity.report.json_values import finding_to_json, number_to_json
+from onnx_parity.report.lengths_json import axis_sizes_to_json
 from onnx_parity.report.serialization import (
     RULE,
-    axis_sizes_to_json,
     comparisons_to_json,
     files_to_json,
     nodes_to_json,

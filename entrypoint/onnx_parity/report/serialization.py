@@ -19,12 +19,10 @@ from onnx_parity.report.json_shapes import (
     ComparisonJson,
     DivergenceJson,
     JsonValue,
-    LengthsJson,
     ModelJson,
     NodeJson,
     ProvenanceJson,
     RunJson,
-    Shapes,
     StepJson,
     StoredFileJson,
     VariantComparisonJson,
@@ -39,11 +37,16 @@ from onnx_parity.report.json_values import (
 )
 from onnx_parity.report.json_values import number_from_json as _number
 from onnx_parity.report.json_values import shapes_from_json as _shapes
+from onnx_parity.report.lengths_json import (
+    axis_sizes_from_json,
+    axis_sizes_to_json,
+    lengths_from_json,
+    lengths_to_json,
+)
 from onnx_parity.report.repro_json import repro_from_json, repro_to_json
 from onnx_parity.results import (
     BaseFigures,
     Baseline,
-    DimensionLengths,
     Divergence,
     ExportAttempt,
     ModelResult,
@@ -81,30 +84,6 @@ def comparison_from_json(data: ComparisonJson) -> OutputComparison:
         dimensions=dict(data.get("dimensions", {})),
         left_out=data.get("left_out", 0), left_out_by=data.get("left_out_by"),
     )
-
-
-def axis_sizes_to_json(sizes: dict[str, dict[int, tuple[int, ...]]]) -> dict[str, Shapes]:
-    return {name: {str(axis): list(ran) for axis, ran in axes.items()}
-            for name, axes in sizes.items()}
-
-
-def axis_sizes_from_json(data: dict[str, Shapes]) -> dict[str, dict[int, tuple[int, ...]]]:
-    return {name: {int(axis): tuple(ran) for axis, ran in axes.items()}
-            for name, axes in data.items()}
-
-
-def lengths_to_json(lengths: DimensionLengths) -> LengthsJson:
-    data: LengthsJson = {"run": list(lengths.run),
-                         "skipped": {str(length): why for length, why in lengths.skipped.items()}}
-    if lengths.far_side:
-        data["far_side"] = list(lengths.far_side)
-    return data
-
-
-def lengths_from_json(data: LengthsJson) -> DimensionLengths:
-    return DimensionLengths(tuple(data["run"]),
-                            {int(length): why for length, why in data["skipped"].items()},
-                            tuple(data.get("far_side", ())))
 
 
 # ---------------------------------------------------------------------------------------------
