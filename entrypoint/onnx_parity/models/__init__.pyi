@@ -6,6 +6,7 @@ from .binding import BoundInputs, bind_inputs
 from .checkpoints import checkpoint_classes
 from .decoder import CacheShape, cache_shape, decoder_module, step_samples, step_spec
 from .dtypes import to_array
+from .encoder_decoder import encoder_module, encoder_spec
 from .factory import LoadedModel, build_model
 from .flat_call import FlatInputs, flat_inputs, has_structure
 from .load_errors import LoadError, load_finding
@@ -49,6 +50,8 @@ __all__ = [
     "companion_pins",
     "decoder_module",
     "dimensions",
+    "encoder_module",
+    "encoder_spec",
     "flat_inputs",
     "has_structure",
     "input_shapes",

@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_parity.models import encoder_decoder
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.settings import ModelSpec
 
@@ -35,13 +36,23 @@ class CacheShape:
     head_dim: int
     positions: bool  # forward takes position_ids
     eos: tuple[int, ...] = ()  # the end-of-sequence token(s) of the model's config
+    # An encoder-decoder generator (models/encoder_decoder.py): the encoder's inputs, the
+    # decoder's start token and the model's width; the cache's names then hold `.decoder`.
+    encoder: tuple[str, ...] = ()
+    start: int = 0
+    width: int = 0
 
     def names(self, prefix: str) -> tuple[str, ...]:
-        return tuple(f"{prefix}.{layer}.{part}" for layer in range(self.layers)
+        middle = "decoder." if self.encoder else ""
+        return tuple(f"{prefix}.{layer}.{middle}{part}" for layer in range(self.layers)
                      for part in ("key", "value"))
 
     @property
     def inputs(self) -> tuple[str, ...]:
+        if self.encoder:
+            return ("input_ids", "encoder_hidden_states",
+                    *(("encoder_attention_mask",) if "attention_mask" in self.encoder else ()),
+                    *self.names("past_key_values"))
         return (*PROMPTS, *(("position_ids",) if self.positions else ()),
                 *self.names("past_key_values"))
 
@@ -80,6 +91,12 @@ def cache_shape(module: Any, spec: ModelSpec) -> CacheShape:
     config: Any = getattr(module, "config", None)
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
     eos = _eos(module, text)
+    given = tuple(spec.inputs) if isinstance(spec.inputs, dict) else ()
+    if encoder_decoder.is_encoder_decoder(module) and spec.generate.cache is None:
+        sizes = encoder_decoder.decoder_sizes(module, spec)  # layers, heads, head_dim, width
+        return CacheShape(*sizes[:3], False, eos, given,
+                          encoder_decoder.start_token(module, spec), sizes[3])
+    _check_prompts(spec.name, given)
     if spec.generate.cache_shape is not None:
         return CacheShape(*spec.generate.cache_shape, positions, eos)
     layers = getattr(text, "num_hidden_layers", None)
@@ -97,6 +114,15 @@ def cache_shape(module: Any, spec: ModelSpec) -> CacheShape:
     return CacheShape(layers, kv_heads, head_dim, positions, eos)
 
 
+def _check_prompts(model: str, given: tuple[str, ...]) -> None:
+    if sorted(given) != sorted(PROMPTS):
+        raise LoadError(
+            f'model "{model}": `inputs` gives {", ".join(sorted(given))}, the inputs of an '
+            "encoder-decoder generator, and the model is not one (its config has no "
+            "is_encoder_decoder).", fix="Give a decoder's prompts as inputs = { input_ids = "
+            '"samples/ids.npy", attention_mask = "samples/mask.npy" }.')
+
+
 def _eos(module: Any, text: Any) -> tuple[int, ...]:
     generation = getattr(module, "generation_config", None)
     value = getattr(generation, "eos_token_id", None)
@@ -110,6 +136,8 @@ def _eos(module: Any, text: Any) -> tuple[int, ...]:
 def decoder_module(module: Any, spec: ModelSpec, shape: CacheShape) -> Any:
     """The module the step is exported from and run in PyTorch: a flat-cache decoder wrapped."""
     assert spec.generate is not None
+    if shape.encoder:
+        return encoder_decoder.decoder_step_module(module, shape.layers)
     if spec.generate.cache != "flat":
         return module
     return _flat_cache_class()(module, shape.positions)
@@ -118,6 +146,11 @@ def decoder_module(module: Any, spec: ModelSpec, shape: CacheShape) -> Any:
 def step_spec(spec: ModelSpec, shape: CacheShape) -> ModelSpec:
     """The spec of one decoding step: every axis declared, total_sequence its own dimension
     (torch.export derives a dimension from one root only), the cache on."""
+    if shape.encoder:
+        return dataclasses.replace(
+            spec, inputs={name: Path(name) for name in shape.inputs}, outputs=shape.outputs,
+            dynamic_axes=encoder_decoder.decoder_axes(shape.inputs, shape.outputs),
+            forward_kwargs={})
     caches = {name: {0: "batch", 2: "past_sequence"} for name in shape.names("past_key_values")}
     presents = {name: {0: "batch", 2: "total_sequence"} for name in shape.names("present")}
     axes: dict[str, dict[int, str]] = {
@@ -136,6 +169,10 @@ def step_samples(prompts: dict[str, np.ndarray], shape: CacheShape,
                  dtype: np.dtype[Any]) -> dict[str, np.ndarray]:
     """The exported step's samples, one per prompt: EXPORT_SEQUENCE tokens of the prompts after
     a past of EXPORT_PAST positions (random keys and values), the mask all ones."""
+    if shape.encoder:
+        sizes = (shape.layers, shape.kv_heads, shape.head_dim, shape.width)
+        rows = len(next(iter(prompts.values())))
+        return encoder_decoder.decoder_samples(rows, shape.inputs, sizes, dtype, shape.start)
     ids = np.asarray(prompts["input_ids"])
     rows, past, length = ids.shape[0], EXPORT_PAST, EXPORT_SEQUENCE
     generator = np.random.default_rng(0)

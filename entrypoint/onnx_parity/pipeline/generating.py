@@ -24,6 +24,8 @@ from onnx_parity.models import (
     cache_shape,
     cast_samples,
     decoder_module,
+    encoder_module,
+    encoder_spec,
     load_samples,
     step_samples,
     step_spec,
@@ -32,6 +34,7 @@ from onnx_parity.settings import ModelSpec, at_dtype
 from onnx_parity.variants import GeneratingModel, generation_variants, skipped_variants
 from onnx_parity.verification import (
     Decoders,
+    EncoderSide,
     FailingStep,
     check_generation,
     failing_cut,
@@ -72,9 +75,16 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
     facts = inspect_model(outcome.model)
     ledger.opset = facts.opset
     ledger.findings += model_findings(facts, step)
+    encoder = None
+    if shape.encoder:
+        with timer.step("export encoder"):
+            encoder = _encoder(loaded.module, samples.named, job, workdir, ledger)
+        if encoder is None:
+            return
     with timer.step("generate"):
         flat = spec.generate is not None and spec.generate.cache == "flat"
-        decoders = Decoders(loaded.module, outcome.model.path, shape, flat, dtype, job.threads)
+        decoders = Decoders(loaded.module, outcome.model.path, shape, flat, dtype, job.threads,
+                            encoder)
         generated = check_generation(decoders, samples.named, spec, ledger.findings)
     findings = generated.findings
     if generated.failing is not None:  # a step outside the tolerance: where it starts
@@ -88,6 +98,22 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
         with timer.step("variants"):
             _variants(GeneratingModel(outcome.model, decoders, samples.named, spec,
                                       workdir / f"{spec.name}.variants"), ledger)
+
+
+def _encoder(module: Any, samples: dict[str, np.ndarray], job: ModelJob, workdir: Path,
+             ledger: Ledger) -> EncoderSide | None:
+    """An encoder-decoder's encoder, exported beside the decoder as `<name>.encoder.onnx` and
+    stored as the model's second file (publishing moves it beside `<name>.onnx`)."""
+    spec = encoder_spec(ledger.spec, tuple(samples))
+    wrapped = encoder_module(module)
+    bound = bind_inputs(wrapped, spec, samples, ())
+    outcome = export_model(wrapped, bound, spec, job.repo, workdir)
+    ledger.attempts += outcome.attempts
+    ledger.findings += outcome.findings
+    if outcome.model is None:
+        return None
+    ledger.onnx_files = (*ledger.onnx_files, *outcome.model.stored())
+    return EncoderSide(outcome.model.path, dict(samples))
 
 
 @dataclass(frozen=True)

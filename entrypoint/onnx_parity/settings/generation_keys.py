@@ -21,6 +21,7 @@ from onnx_parity.settings.values import (
 
 CACHES = ("flat",)
 PROMPT_INPUTS = ("input_ids", "attention_mask")
+FEATURE_INPUTS = ("input_features",)  # a speech encoder-decoder's (Whisper's) encoder input
 MAX_STEPS = 4096
 _FIX = "a table, e.g. generate = { steps = 16 }"
 _FIELDS = ("steps", "stop-at-eos", "cache", "cache-shape")
@@ -68,13 +69,14 @@ def _check_neighbours(context: KeyContext) -> None:
             f"{'it' if len(beside) == 1 else 'them'} from this [[model]].")
     inputs = context.read.get("inputs")
     names = sorted(inputs) if isinstance(inputs, dict) else None
-    if names != sorted(PROMPT_INPUTS):
+    if names not in (sorted(PROMPT_INPUTS), sorted(FEATURE_INPUTS)):
         given = ", ".join(f'"{shown(name)}"' for name in names) if names else "one bundle"
         raise ConfigError(
             f"{context.where}: a generating model's `inputs` are its prompts, input_ids and "
-            f"attention_mask (a left-padded batch is the normal case); this [[model]] gives "
-            f'{given}. Write inputs = {{ input_ids = "samples/ids.npy", attention_mask = '
-            '"samples/mask.npy" }.')
+            f"attention_mask (a left-padded batch is the normal case; an encoder-decoder's "
+            f"encoder inputs), or a speech encoder-decoder's input_features; this [[model]] "
+            f'gives {given}. Write inputs = {{ input_ids = "samples/ids.npy", attention_mask = '
+            '"samples/mask.npy" }, or inputs = { input_features = "samples/features.npy" }.')
 
 
 def _steps(value: object, where: str) -> int:

@@ -5,6 +5,7 @@ from .compare import nonfinite_mismatch
 from .cuts import CutRun, ort_feed
 from .divergence_text import first_sentence
 from .drift import drift_findings
+from .encoder_decoding import EncoderSide
 from .generation import Decoders, FailingStep, Generated, check_generation, failing_cut
 from .lengths import Assumed
 from .outputs import output_names, sample_notes, variant_nonfinite
@@ -16,6 +17,7 @@ __all__ = [
     "Assumed",
     "CutRun",
     "Decoders",
+    "EncoderSide",
     "Exported",
     "FailingStep",
     "Generated",

@@ -27,6 +27,12 @@ from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import Mask, compare_masked
 from onnx_parity.verification.cuts import Cut, CutRun, run_cut
 from onnx_parity.verification.decoding import OnnxDecoder, StepOutput, TorchDecoder
+from onnx_parity.verification.encoder_decoding import (
+    EncoderSide,
+    OnnxEncoderDecoder,
+    TorchEncoderDecoder,
+    start_tokens,
+)
 from onnx_parity.verification.generation_review import Miss, mismatch_finding, token_difference
 from onnx_parity.verification.outputs import comparison_findings, layout_mismatch
 from onnx_parity.verification.run_failures import load_failure_finding, runtime_finding
@@ -43,6 +49,10 @@ class Decoders:
     flat: bool
     dtype: Any  # the cache's numpy dtype
     threads: int = 0
+    encoder: EncoderSide | None = None  # an encoder-decoder's encoder file and inputs
+
+
+Sides = tuple[Decoders, Session, Session | None]  # the decoder's session, the encoder's
 
 
 @dataclass(frozen=True)
@@ -83,10 +93,11 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     which a baked branch or a TracerWarning of a value explains a mismatch (outputs.py)."""
     assert spec.generate is not None
     run = _Run(spec.generate.steps, (spec.atol, spec.rtol), drift=[0.0] * spec.generate.steps)
-    ids, mask = (np.asarray(prompts[name]).astype(np.int64)
-                 for name in ("input_ids", "attention_mask"))
+    ids, mask = _first_tokens(decoders, prompts)
     try:
         session = open_session(decoders.model, spec.runtime_optimization, decoders.threads)
+        encoder = (None if decoders.encoder is None else open_session(
+            decoders.encoder.model, spec.runtime_optimization, decoders.threads))
     except RuntimeFailure as error:
         return Generated(_unrun(run, len(ids)), [load_failure_finding(error, decoders.model)])
     missing = [name for name in ("logits", *decoders.shape.names("present"))
@@ -96,9 +107,9 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     size = max(spec.batch_sizes)
     try:
         for start in range(0, len(ids), size):
-            _decode((decoders, session), (ids[start:start + size], mask[start:start + size]),
-                    start, run, spec)
-        _prompt_passes((decoders, session), (ids, mask), run, spec)
+            _decode((decoders, session, encoder),
+                    (ids[start:start + size], mask[start:start + size]), start, run, spec)
+        _prompt_passes((decoders, session, encoder), (ids, mask), run, spec)
     except RuntimeFailure as error:
         return Generated(_unrun(run, len(ids)), [runtime_finding(
             f"onnxruntime fails at generation step {run.step}", error)])
@@ -111,6 +122,16 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     result = GenerationResult(run.steps, len(ids), tuple(run.agree), difference,
                               tuple(run.drift), forced)
     return Generated(result, findings, run.comparisons, run.failing)
+
+
+def _first_tokens(decoders: Decoders,
+                  prompts: dict[str, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Step 0's tokens and mask: the prompts, or an encoder-decoder's start token."""
+    if decoders.encoder is not None:
+        return start_tokens(decoders.shape, len(next(iter(prompts.values()))))
+    ids, mask = (np.asarray(prompts[name]).astype(np.int64)
+                 for name in ("input_ids", "attention_mask"))
+    return ids, mask
 
 
 def _unrun(run: _Run, rows: int) -> GenerationResult:
@@ -134,13 +155,13 @@ def _parity_findings(comparisons: list[OutputComparison], spec: ModelSpec,
             for finding in comparison_findings(rows, set(), spec, explained=explained)]
 
 
-def _decode(sides: tuple[Decoders, Session], prompt: tuple[np.ndarray, np.ndarray],
+def _decode(sides: Sides, prompt: tuple[np.ndarray, np.ndarray],
             first_row: int, run: _Run, spec: ModelSpec) -> None:
     """One chunk of prompts: PyTorch's token fed to both sides at every step."""
     assert spec.generate is not None
-    torch_side, onnx_side = _sides(sides, spec)
     ids, mask = prompt
     rows = len(ids)
+    torch_side, onnx_side = _sides(sides, spec, slice(first_row, first_row + rows))
     agree = [run.steps] * rows
     live = np.ones(rows, dtype=bool)  # rows that have not stopped at the end-of-sequence token
     for step in range(run.steps):
@@ -164,23 +185,29 @@ def _decode(sides: tuple[Decoders, Session], prompt: tuple[np.ndarray, np.ndarra
     run.agree += agree
 
 
-def _sides(sides: tuple[Decoders, Session], spec: ModelSpec) -> tuple[TorchDecoder, OnnxDecoder]:
-    """Both sides with an empty cache."""
-    decoders, session = sides
+def _sides(sides: Sides, spec: ModelSpec, rows: slice) -> tuple[Any, Any]:
+    """Both sides with an empty cache (an encoder-decoder's: on the prompts' `rows`)."""
+    decoders, session, encoder_session = sides
+    if decoders.encoder is not None and encoder_session is not None:
+        inputs = decoders.encoder.rows(rows)
+        return (TorchEncoderDecoder(decoders.module, decoders.shape, inputs,
+                                    dict(spec.forward_kwargs)),
+                OnnxEncoderDecoder(session, encoder_session, decoders.shape, inputs,
+                                   decoders.dtype))
     return (TorchDecoder(decoders.module, decoders.shape, decoders.flat,
                          dict(spec.forward_kwargs), decoders.dtype),
             OnnxDecoder(session, decoders.shape, decoders.dtype))
 
 
-def _prompt_passes(sides: tuple[Decoders, Session], prompt: tuple[np.ndarray, np.ndarray],
+def _prompt_passes(sides: Sides, prompt: tuple[np.ndarray, np.ndarray],
                    run: _Run, spec: ModelSpec) -> None:
     """Step 0 at each configured batch size below the largest (decoding ran at that one)."""
     ids, mask = prompt
     run.step = 0
     for size in sorted(set(spec.batch_sizes) - {max(spec.batch_sizes)}):
         for start in range(0, len(ids), size):
-            torch_side, onnx_side = _sides(sides, spec)
             rows = slice(start, start + size)
+            torch_side, onnx_side = _sides(sides, spec, rows)
             _compare(torch_side.step(ids[rows], mask[rows]), onnx_side.step(ids[rows], mask[rows]),
                      (mask[rows], 0, np.ones(len(ids[rows]), dtype=bool)), run)
 

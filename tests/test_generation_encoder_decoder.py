@@ -1,0 +1,118 @@
+"""Encoder-decoder generators checked the way they generate (issue 23 §4): a tiny BART and a
+tiny transformers Whisper (seeded random weights, built from configs, offline) through the
+real CLI, exported as optimum writes them: `<name>.encoder.onnx` and the decoder `<name>.onnx`.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fixture_repo.harness import run_cli
+from test_generation import errors, onnx_layout
+
+MODELS = '''
+import torch
+
+
+def bart():
+    from transformers import BartConfig, BartForConditionalGeneration
+
+    torch.manual_seed(0)
+    return BartForConditionalGeneration(BartConfig(
+        vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=2, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64,
+        max_position_embeddings=64, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+        decoder_start_token_id=2, forced_eos_token_id=None)).eval()
+
+
+def whisper():
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+
+    torch.manual_seed(0)
+    return WhisperForConditionalGeneration(WhisperConfig(
+        vocab_size=64, d_model=32, encoder_layers=1, decoder_layers=2, encoder_attention_heads=2,
+        decoder_attention_heads=2, encoder_ffn_dim=64, decoder_ffn_dim=64, num_mel_bins=16,
+        max_source_positions=8, max_target_positions=32, pad_token_id=1, bos_token_id=0,
+        eos_token_id=2, decoder_start_token_id=3, suppress_tokens=[],
+        begin_suppress_tokens=[])).eval()
+'''
+
+
+def write_repo(root: Path, factory: str, samples: dict[str, np.ndarray], steps: int) -> Path:
+    repo = root / "repo"
+    (repo / "models").mkdir(parents=True)
+    (repo / "samples").mkdir()
+    (repo / "models" / "__init__.py").write_text("", encoding="utf-8")
+    (repo / "models" / "library.py").write_text(textwrap.dedent(MODELS), encoding="utf-8")
+    for name, array in samples.items():
+        np.save(repo / "samples" / f"{name}.npy", array)
+    inputs = ", ".join(f'{name} = "samples/{name}.npy"' for name in samples)
+    (repo / "onnx-parity.toml").write_text(
+        f'batch-sizes = [1, 3]\n[[model]]\nname = "m"\nfactory = "models.library:{factory}"\n'
+        f"inputs = {{ {inputs} }}\ngenerate = {{ steps = {steps} }}\n", encoding="utf-8")
+    return repo
+
+
+def checked(tmp_path: Path, factory: str, samples: dict[str, np.ndarray],
+            steps: int) -> tuple[dict, Path]:
+    repo = write_repo(tmp_path, factory, samples, steps)
+    run = run_cli("check", cwd=repo, out=tmp_path / "out")
+    assert run.code in (0, 1), run.stdout + run.stderr
+    [result] = run.report()["models"]
+    return result, tmp_path / "out"
+
+
+def passes_generation(result: dict, out: Path, steps: int, rows: int) -> dict:
+    assert result["passed"], errors(result)
+    generation = result["generation"]
+    assert (generation["steps"], generation["rows"]) == (steps, rows)
+    assert generation["tokens_agree"] == [steps] * rows
+    assert generation["first_token_difference"] is None
+    assert len(generation["max_logit_diff"]) == steps
+    assert max(generation["max_logit_diff"]) <= result["atol"]
+    assert {c["dimensions"]["step"] for c in result["comparisons"]} == set(range(steps))
+    stored = [item["file"] for item in result["onnx_files"]]
+    assert stored == ["m.onnx", "m.encoder.onnx"]
+    assert (out / "m.onnx").is_file()
+    assert (out / "m.encoder.onnx").is_file()
+    parity = json.loads((out / "m.parity.json").read_text(encoding="utf-8"))
+    assert [item["file"] for item in parity["onnx_files"]] == stored
+    return onnx_layout(out / "m.onnx")
+
+
+DECODER_CACHE = [f"past_key_values.{n}.decoder.{p}" for n in range(2) for p in ("key", "value")]
+PRESENTS = [f"present.{n}.decoder.{p}" for n in range(2) for p in ("key", "value")]
+
+
+@pytest.mark.slow
+def test_a_tiny_bart_generates_the_same_tokens_from_its_encoder_output(tmp_path: Path) -> None:
+    ids = np.random.default_rng(0).integers(3, 64, (3, 7)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1, -2:] = 0  # BART pads on the right
+    ids[mask == 0] = 1
+    result, out = checked(tmp_path, "bart", {"input_ids": ids, "attention_mask": mask}, 6)
+    layout = passes_generation(result, out, 6, 3)
+    assert list(layout) == ["input_ids", "encoder_hidden_states", "encoder_attention_mask",
+                            *DECODER_CACHE, "logits", *PRESENTS]
+    assert layout["past_key_values.0.decoder.key"] == ["batch", 2, "past_sequence", 16]
+    assert layout["logits"] == ["batch", "sequence", 64]
+    encoder = onnx_layout(out / "m.encoder.onnx")
+    assert list(encoder) == ["input_ids", "attention_mask", "last_hidden_state"]
+    assert encoder["last_hidden_state"] == ["batch", "encoder_sequence", 32]
+
+
+@pytest.mark.slow
+def test_a_tiny_whisper_generates_the_same_tokens_from_its_features(tmp_path: Path) -> None:
+    features = np.random.default_rng(1).standard_normal((3, 16, 16)).astype(np.float32)
+    result, out = checked(tmp_path, "whisper", {"input_features": features}, 5)
+    layout = passes_generation(result, out, 5, 3)
+    assert list(layout) == ["input_ids", "encoder_hidden_states", *DECODER_CACHE, "logits",
+                            *PRESENTS]
+    encoder = onnx_layout(out / "m.encoder.onnx")
+    assert list(encoder) == ["input_features", "last_hidden_state"]
+    assert encoder["last_hidden_state"][1:] == [8, 32]
