@@ -116,7 +116,8 @@ def decoder_step_module(module: Any, layers: int) -> Any:
 
 def encoder_spec(spec: ModelSpec, encoder: tuple[str, ...]) -> ModelSpec:
     """The encoder file's spec, `<name>.encoder`: batch dynamic, and the token axis for ids
-    (Whisper's encoder takes its features at the one length its positions allow)."""
+    (Whisper's encoder takes its features at the one length its positions allow). The tool
+    exports it itself: an `export-command` writes the decoder file only."""
     axes: dict[str, dict[int, str]] = {
         name: ({0: "batch"} if name == "input_features" else {0: "batch", 1: "encoder_sequence"})
         for name in encoder}
@@ -124,7 +125,8 @@ def encoder_spec(spec: ModelSpec, encoder: tuple[str, ...]) -> ModelSpec:
                             else {0: "batch", 1: "encoder_sequence"})
     return dataclasses.replace(spec, name=f"{spec.name}.encoder",
                                inputs={name: Path(name) for name in encoder}, dynamic_axes=axes,
-                               outputs=(ENCODER_OUTPUT,), forward_kwargs={})
+                               outputs=(ENCODER_OUTPUT,), forward_kwargs={},
+                               export_command=None)
 
 
 def decoder_axes(inputs: tuple[str, ...], outputs: tuple[str, ...]) -> dict[str, dict[int, str]]:

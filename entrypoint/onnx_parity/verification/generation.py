@@ -240,6 +240,7 @@ def failing_cut(module: Any, model: Path, bound: BoundInputs, spec: ModelSpec,
     export/ exported, or the module itself), for localise.target and localise.localise."""
     session = open_session(model, spec.runtime_optimization)
     size = len(failing.feed["input_ids"])
-    past = failing.feed["attention_mask"].shape[1] - failing.feed["input_ids"].shape[1]
+    past = next((value.shape[2] for name, value in failing.feed.items()
+                 if name.startswith("past_key_values.")), 0)
     return run_cut(module, session, bound, spec,
                    Cut(failing.feed, size, {"step": failing.step, "past_sequence": past}))
