@@ -300,7 +300,11 @@ class ModelSpec:
             "`forward(input_ids, attention_mask, [position_ids,] *past)` returning `(logits, "
             "*present)`, with `cache-shape = [layers, kv_heads, head_dim]` when it has no "
             "`config`. `dynamic-axes`, `outputs` and `axis-sizes` do not apply; `variants` are "
-            "decoded too, their token agreement their top-1 agreement. See docs/generation.md.")
+            "decoded too, their token agreement their top-1 agreement. An encoder-decoder "
+            "generator (BART, T5, Whisper, Marian) exports `<name>.encoder.onnx` and the decoder "
+            "`<name>.onnx`, its `inputs` the encoder's (`input_ids` and `attention_mask`, or "
+            "`input_features`), decoded from the model's decoder start token. See "
+            "docs/generation.md.")
 
 
 def declared_keys() -> tuple[Key, ...]:
