@@ -6,6 +6,7 @@ real CLI, exported as optimum writes them: `<name>.encoder.onnx` and the decoder
 from __future__ import annotations
 
 import json
+import sys
 import textwrap
 from pathlib import Path
 
@@ -43,7 +44,8 @@ def whisper():
 '''
 
 
-def write_repo(root: Path, factory: str, samples: dict[str, np.ndarray], steps: int) -> Path:
+def write_repo(root: Path, factory: str, samples: dict[str, np.ndarray], steps: int,
+               extra: str = "") -> Path:
     repo = root / "repo"
     (repo / "models").mkdir(parents=True)
     (repo / "samples").mkdir()
@@ -54,13 +56,13 @@ def write_repo(root: Path, factory: str, samples: dict[str, np.ndarray], steps: 
     inputs = ", ".join(f'{name} = "samples/{name}.npy"' for name in samples)
     (repo / "onnx-parity.toml").write_text(
         f'batch-sizes = [1, 3]\n[[model]]\nname = "m"\nfactory = "models.library:{factory}"\n'
-        f"inputs = {{ {inputs} }}\ngenerate = {{ steps = {steps} }}\n", encoding="utf-8")
+        f"inputs = {{ {inputs} }}\ngenerate = {{ steps = {steps} }}\n{extra}", encoding="utf-8")
     return repo
 
 
 def checked(tmp_path: Path, factory: str, samples: dict[str, np.ndarray],
-            steps: int) -> tuple[dict, Path]:
-    repo = write_repo(tmp_path, factory, samples, steps)
+            steps: int, extra: str = "") -> tuple[dict, Path]:
+    repo = write_repo(tmp_path, factory, samples, steps, extra)
     run = run_cli("check", cwd=repo, out=tmp_path / "out")
     assert run.code in (0, 1), run.stdout + run.stderr
     [result] = run.report()["models"]
@@ -95,7 +97,8 @@ def test_a_tiny_bart_generates_the_same_tokens_from_its_encoder_output(tmp_path:
     mask = np.ones_like(ids)
     mask[1, -2:] = 0  # BART pads on the right
     ids[mask == 0] = 1
-    result, out = checked(tmp_path, "bart", {"input_ids": ids, "attention_mask": mask}, 6)
+    result, out = checked(tmp_path, "bart", {"input_ids": ids, "attention_mask": mask}, 6,
+                          'variants = ["int8-dynamic"]\n')
     layout = passes_generation(result, out, 6, 3)
     assert list(layout) == ["input_ids", "encoder_hidden_states", "encoder_attention_mask",
                             *DECODER_CACHE, "logits", *PRESENTS]
@@ -104,6 +107,12 @@ def test_a_tiny_bart_generates_the_same_tokens_from_its_encoder_output(tmp_path:
     encoder = onnx_layout(out / "m.encoder.onnx")
     assert list(encoder) == ["input_ids", "attention_mask", "last_hidden_state"]
     assert encoder["last_hidden_state"] == ["batch", "encoder_sequence", 32]
+    # the quantized decoder file decodes with the fp32 encoder, its token agreement reported
+    [variant] = result["variants"]
+    assert variant["file"] == "m.int8-dynamic.onnx"
+    [logits] = variant["comparisons"]
+    assert 0.0 <= logits["top1_agreement"] <= 1.0
+    assert any("greedy decoding" in note for note in variant["notes"])
 
 
 @pytest.mark.slow
@@ -116,3 +125,28 @@ def test_a_tiny_whisper_generates_the_same_tokens_from_its_features(tmp_path: Pa
     encoder = onnx_layout(out / "m.encoder.onnx")
     assert list(encoder) == ["input_features", "last_hidden_state"]
     assert encoder["last_hidden_state"][1:] == [8, 32]
+
+
+LLAMA = '''
+
+def llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+        num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=64)).eval()
+'''
+
+
+@pytest.mark.slow
+def test_features_for_a_decoder_only_model_are_a_load_error_with_the_fix(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sys.modules[__name__], "MODELS", MODELS + LLAMA)
+    features = np.zeros((2, 16, 16), dtype=np.float32)
+    result, _ = checked(tmp_path, "llama", {"input_features": features}, 2)
+    assert not result["passed"]
+    [finding] = [f for f in result["findings"] if f["code"] == "load-error"]
+    assert "input_features" in finding["message"]
+    assert "is_encoder_decoder" in finding["message"]
+    assert "input_ids" in finding["fix"]
