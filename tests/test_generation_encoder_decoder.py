@@ -41,6 +41,27 @@ def whisper():
         max_source_positions=8, max_target_positions=32, pad_token_id=1, bos_token_id=0,
         eos_token_id=2, decoder_start_token_id=3, suppress_tokens=[],
         begin_suppress_tokens=[])).eval()
+
+
+def bart_baked():
+    """PyTorch lifts token 5 far above the rest after a past of 0, 3, 6 ... positions and token
+    7 after the others: a Python number of the past's length, which TorchScript bakes as it
+    traced it (a past of 3): the exported step lifts 5 at every step, wrong from step 1 on."""
+    from transformers import BartForConditionalGeneration
+
+    class Baked(BartForConditionalGeneration):
+        def forward(self, *args, **kwargs):
+            cache = kwargs.get("past_key_values")
+            past = int(cache.get_seq_length()) if cache is not None else 0
+            out = super().forward(*args, **kwargs)
+            token = 5 if past % 3 == 0 else 7
+            out["logits"] = out.logits + 100.0 * (torch.arange(64) == token)
+            return out
+
+    model = bart()
+    baked = Baked(model.config).eval()
+    baked.load_state_dict(model.state_dict())
+    return baked
 '''
 
 
@@ -150,3 +171,26 @@ def test_features_for_a_decoder_only_model_are_a_load_error_with_the_fix(
     assert "input_features" in finding["message"]
     assert "is_encoder_decoder" in finding["message"]
     assert "input_ids" in finding["fix"]
+
+
+@pytest.mark.slow
+def test_a_decoder_wrong_from_the_first_one_token_step_is_a_generation_mismatch(
+        tmp_path: Path) -> None:
+    ids = np.random.default_rng(0).integers(3, 64, (3, 7)).astype(np.int64)
+    result, _ = checked(tmp_path, "bart_baked", {"input_ids": ids,
+                                                 "attention_mask": np.ones_like(ids)}, 4,
+                        'exporter = "torchscript"\n')
+    assert not result["passed"]
+    [mismatch] = [f for f in result["findings"] if f["code"] == "generation-mismatch"]
+    assert mismatch["severity"] == "error"
+    first = result["generation"]["first_token_difference"]
+    # the start token's step (past 0) agrees; at step 1 (past 1) PyTorch lifts 7, the file 5
+    assert (first["step"], first["pytorch_token"], first["onnx_token"]) == (1, 7, 5)
+    assert result["generation"]["tokens_agree"] == [1, 1, 1]
+    drift = result["generation"]["max_logit_diff"]
+    assert drift[0] <= result["atol"] < drift[1]
+    assert any("step 1 (past length 1)" in message for code, message in errors(result)
+               if code == "parity-mismatch")
+    # the Python number TorchScript baked is named at the model's line
+    assert any(code == "tracer-warning" and "library.py" in message
+               for code, message in errors(result))
