@@ -194,3 +194,20 @@ def test_a_decoder_wrong_from_the_first_one_token_step_is_a_generation_mismatch(
     # the Python number TorchScript baked is named at the model's line
     assert any(code == "tracer-warning" and "library.py" in message
                for code, message in errors(result))
+
+
+@pytest.mark.slow
+def test_a_cached_encoder_decoder_brings_both_files_back(tmp_path: Path) -> None:
+    """`--cache`: the encoder file is kept beside the decoder's in the entry, checked by its
+    sha256, and both come back on a hit."""
+    features = np.random.default_rng(1).standard_normal((3, 16, 16)).astype(np.float32)
+    repo = write_repo(tmp_path, "whisper", {"input_features": features}, 3)
+    cache = tmp_path / "cache"
+    first = run_cli("check", "--cache", str(cache), cwd=repo, out=tmp_path / "first")
+    assert first.code == 0, first.stdout + first.stderr
+    again = run_cli("check", "--cache", str(cache), cwd=repo, out=tmp_path / "again")
+    assert again.code == 0, again.stdout + again.stderr
+    [model] = again.report()["models"]
+    assert model["cached"] is True
+    for name in ("m.onnx", "m.encoder.onnx"):
+        assert (tmp_path / "again" / name).read_bytes() == (tmp_path / "first" / name).read_bytes()

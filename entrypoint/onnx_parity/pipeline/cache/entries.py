@@ -246,16 +246,23 @@ def _variant_files(variant: VariantResult) -> tuple[StoredFile, ...]:
 
 def _suffixes(files: tuple[StoredFile, ...]) -> list[tuple[StoredFile, str]]:
     """Each file with what its name adds to the .onnx's ("" for the .onnx, ".data" for its
-    external data): the suffix it keeps in the entry (`model.onnx.data`) and back."""
+    external data): the suffix it keeps in the entry (`model.onnx.data`) and back; a file of
+    a name of its own beside it (an encoder-decoder's `<name>.encoder.onnx`) is `+` and that
+    name."""
     first = files[0].file
-    return [(file, file.file.removeprefix(first)) for file in files]
+    return [(file, file.file.removeprefix(first) if file.file.startswith(first)
+             else f"+{file.file}") for file in files]
+
+
+def _beside(path: Path, suffix: str) -> Path:
+    """The file a suffix stands for beside the model at `path`."""
+    return path.with_name(suffix[1:] if suffix.startswith("+") else path.name + suffix)
 
 
 def _keep(onnx_path: Path, files: tuple[StoredFile, ...], stored: Path) -> None:
     """A model's files linked into the entry being written (copied where links fail)."""
     for _, suffix in _suffixes(files):
-        link_or_copy(onnx_path.with_name(onnx_path.name + suffix),
-                     stored.with_name(stored.name + suffix))
+        link_or_copy(_beside(onnx_path, suffix), stored.with_name(stored.name + suffix))
 
 
 def _linked_back(folder: Path, files: tuple[StoredFile, ...], stored: str,
@@ -267,7 +274,7 @@ def _linked_back(folder: Path, files: tuple[StoredFile, ...], stored: str,
         kept = folder / (stored + suffix)
         if file_sha256(kept) != file.sha256:
             raise CorruptEntry(f"{kept.name} is missing or does not match its sha256")
-        checked.append((kept, destination.with_name(destination.name + suffix)))
+        checked.append((kept, _beside(destination, suffix)))
     for source, target in checked:
         link_or_copy(source, target)
     return destination
