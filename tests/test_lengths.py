@@ -167,3 +167,15 @@ def test_lengths_pytorch_cannot_run_are_skipped_and_listed_with_why(sweep):
     assert "`fixed` skipped time 4, 7, 10: PyTorch itself fails" in report
     assert "committed samples repeated along the axis (wrapping around)" in report
     assert "time 16, 8, 13, 20" in report  # the lengths run, in the table's Shapes column
+
+
+def test_a_mask_row_a_shorter_length_would_leave_all_zero_takes_its_last_elements() -> None:
+    """Left padding: at length 1 the first position is padding; the row takes its last one."""
+    ids = np.arange(12).reshape(2, 6)
+    mask = np.array([[0, 0, 1, 1, 1, 1], [1, 1, 1, 1, 1, 0]])  # left- and right-padded rows
+    sequence = Dimension("sequence", (("ids", 1), ("mask", 1)), 6, (6, 1))
+    one = resize({"ids": ids, "mask": mask}, sequence, 1)
+    assert one["mask"].tolist() == [[1], [1]]
+    assert one["ids"].tolist() == [[0], [6]]  # ids keep the first elements
+    three = resize({"ids": ids, "mask": mask}, sequence, 3)
+    assert three["mask"].tolist() == [[0, 0, 1], [1, 1, 1]]  # no row emptied: as committed

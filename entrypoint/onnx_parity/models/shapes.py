@@ -131,16 +131,39 @@ def _dimension(label: str, members: tuple[tuple[str, int], ...],
 def resize(feed: dict[str, np.ndarray], dimension: Dimension, size: int) -> dict[str, np.ndarray]:
     """The feed with the dimension `size` long on every axis carrying it, and each axis derived
     from it as long as its expression says: the committed elements repeated along the axis,
-    wrapping around (cut when shorter, tiled when longer)."""
+    wrapping around (cut when shorter, tiled when longer).
+
+    A shorter length is the first elements; but a line of a 0/1 input (a mask) that this leaves
+    with nothing but 0 takes its last elements instead: a left-padded prompt's first positions
+    are all padding, and a row with every position masked is no input a deployment sends
+    (PyTorch and the graph fill such a row differently)."""
     sized = dict(feed)
     lengths = [(name, axis, size) for name, axis in dimension.members]
     lengths += [(name, axis, linear.length(size)) for name, axis, linear in dimension.derived]
     for name, axis, length in lengths:
         if sized[name].shape[axis] == 0:
             continue  # an empty axis has nothing to repeat
-        wrapped = np.arange(length) % sized[name].shape[axis]
-        sized[name] = np.ascontiguousarray(np.take(sized[name], wrapped, axis=axis))
+        first = _cut(sized[name], axis, length, from_end=False)
+        sized[name] = _unemptied(sized[name], axis, length, first)
     return sized
+
+
+def _cut(array: np.ndarray, axis: int, length: int, from_end: bool) -> np.ndarray:
+    committed = array.shape[axis]
+    start = committed - length if from_end and length < committed else 0
+    return np.ascontiguousarray(np.take(array, (start + np.arange(length)) % committed,
+                                        axis=axis))
+
+
+def _unemptied(array: np.ndarray, axis: int, length: int, first: np.ndarray) -> np.ndarray:
+    """`first`, with each line of a 0/1 array it left all 0 taken from the end instead."""
+    if array.dtype.kind not in "biu" or length >= array.shape[axis] or \
+            not np.isin(array, (0, 1)).all():
+        return first
+    emptied = ~first.astype(bool).any(axis=axis, keepdims=True)
+    if not emptied.any():
+        return first
+    return np.ascontiguousarray(np.where(emptied, _cut(array, axis, length, True), first))
 
 
 def input_shapes(feed: dict[str, np.ndarray]) -> dict[str, tuple[int, ...]]:
