@@ -134,3 +134,24 @@ def test_a_size_derived_blur_fails_at_a_far_side_length_the_tool_found(tmp_path:
         "it breaks at width 103, 123, where the model fails: the outputs differ at width 103")
     assert finding["details"]["failed_sizes"] == [103, 123]
     assert model["lengths"]["width"]["far_side"] == [103, 123]
+
+
+@pytest.mark.slow
+def test_an_export_whose_guards_torch_kept_no_record_of_is_a_warning(tmp_path: Path) -> None:
+    """torch.export cannot capture the model with `width` dynamic (`math.log2` of a size);
+    torch.onnx's own capture keeps no guard: the report says what it cannot know, where the
+    model passed silently before."""
+    repo = blur_repo(tmp_path)
+    config = repo / "onnx-parity.toml"
+    config.write_text(config.read_text(encoding="utf-8").replace("models.far_side:sized_blur",
+                                                                 "models.far_side:log_scale"),
+                      encoding="utf-8")
+    run = run_cli("check", cwd=repo, out=tmp_path / "out")
+    assert run.code == 0, run.stdout + run.stderr  # every width run (up to 80) matches
+    model = json.loads((tmp_path / "out" / "report.json").read_text(encoding="utf-8"))["models"][0]
+    assert model["exporter"] == "dynamo"
+    [warning] = [f for f in model["findings"] if f["severity"] == "warning"]
+    assert warning["code"] == "shape-assumption"
+    assert warning["message"].startswith("torch.export could not keep width general (")
+    assert "was not recorded" in warning["message"]
+    assert "`axis-sizes`" in warning["fix"]

@@ -38,6 +38,9 @@ def read_assumed(exported: Exported, request: ExportRequest, dims: Sequence[Dime
             return AssumedShapes()
         guards, sizes = recorded_guards(program.exported_program)
         found = read_assumptions(guards, sizes, _names(request), repo)
+        if exported.uncaptured is not None:  # torch.onnx's own capture keeps no guard to read
+            found += tuple(ShapeAssumption(dimension.name, "uncaptured", exported.uncaptured,
+                                           "", "", ()) for dimension in dims)
         for assumption in found:
             where = f"{assumption.file}:{assumption.line}" if assumption.file else \
                 assumption.origin or "no line"

@@ -28,7 +28,7 @@ from onnx_parity.export.linked_guards import in_root_terms
 from onnx_parity.locations import repo_relative, scrub_paths
 
 Kind = Literal["multiple", "remainder", "at-least", "at-most", "excluded", "expression",
-               "unread"]
+               "unread", "uncaptured"]
 Axis = tuple[str, int]  # (forward's parameter, axis): what `L['x'].size()[1]` names
 # torch.export's own range for a dimension it keeps dynamic: nothing narrower is assumed.
 DEFAULT_LOWER = 2

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,6 +12,7 @@ from onnx_parity.export.capture import CapturedWarning, captured
 from onnx_parity.export.failures import AttemptLog, classify
 from onnx_parity.export.guards import capture_program
 from onnx_parity.export.saving import export_folder, gathered, save_program
+from onnx_parity.locations import shorten
 from onnx_parity.model_files import ModelFile
 
 
@@ -43,6 +45,9 @@ class Exported:
     # dynamo's ONNXProgram (its exported_program localises a mismatch); kept in the worker's
     # memory only, never pickled: the result that leaves the worker does not hold it.
     program: Any = None
+    # why torch.export could not capture the model with its guards (dynamo only): torch.onnx
+    # captured it itself, and what that export assumed was not recorded
+    uncaptured: str | None = None
 
 
 def export(exporter: str, request: ExportRequest, destination: Path) -> Exported:
@@ -54,7 +59,7 @@ def export(exporter: str, request: ExportRequest, destination: Path) -> Exported
     program: Any = None
     with captured() as capture:
         try:
-            model, program = run(request, destination)
+            model, program, uncaptured = run(request, destination)
         except Exception as error:  # every exporter failure becomes evidence, never a crash
             failure = error
     seconds = time.perf_counter() - started
@@ -64,10 +69,10 @@ def export(exporter: str, request: ExportRequest, destination: Path) -> Exported
         classified.output_logged = capture.logged
         raise classified
     return Exported(exporter, model, tuple(capture.warnings), capture.output, seconds,
-                    capture.logged, program)
+                    capture.logged, program, uncaptured)
 
 
-def _dynamo(request: ExportRequest, destination: Path) -> tuple[ModelFile, Any]:
+def _dynamo(request: ExportRequest, destination: Path) -> tuple[ModelFile, Any, str | None]:
     import torch
 
     # Keyed by forward's parameter names (torch.export's rule); the names become symbolic
@@ -78,8 +83,9 @@ def _dynamo(request: ExportRequest, destination: Path) -> tuple[ModelFile, Any]:
         for name in request.input_names
     }
     dynamic = shapes if any(shapes.values()) else None
+    module, uncaptured = _captured(request, dynamic)
     program = torch.onnx.export(
-        _captured(request, dynamic),
+        module,
         request.args,
         kwargs=request.kwargs or None,
         dynamo=True,
@@ -92,21 +98,32 @@ def _dynamo(request: ExportRequest, destination: Path) -> tuple[ModelFile, Any]:
     )
     if program is None:  # torch's hints allow it; the dynamo exporter always returns one
         raise RuntimeError("torch.onnx.export(dynamo=True) returned no ONNXProgram")
-    return save_program(program, destination), program
+    return save_program(program, destination), program, uncaptured
 
 
-def _captured(request: ExportRequest, shapes: Any) -> Any:
+def _captured(request: ExportRequest, shapes: Any) -> tuple[Any, str | None]:
     """torch.export's program with its guards kept (export/guards.py); the module itself when
-    torch.export alone cannot capture it, for torch.onnx's own strategies to try as before."""
+    torch.export alone cannot capture it, for torch.onnx's own strategies to try as before,
+    with why (what that export then assumes is not recorded)."""
     try:
-        return capture_program(request.module, request.args, request.kwargs, shapes)
+        return capture_program(request.module, request.args, request.kwargs, shapes), None
     except Exception as error:  # torch.onnx tries again (strict=True too), and says why
         print(f"--- torch.export.export(strict=False) failed ({type(error).__name__}): "
               "torch.onnx.export captures the model itself", flush=True)
-        return request.module
+        return request.module, _reason(error)
 
 
-def _torchscript(request: ExportRequest, destination: Path) -> tuple[ModelFile, Any]:
+def _reason(error: Exception) -> str:
+    """torch.export's own words: the constraints it found violated (`x.shape[1]` for its
+    `L['x'].size()[1]`), else its first line."""
+    lines = [line.strip(" -") for line in str(error).splitlines() if line.strip()]
+    said = [line.split(". If you")[0] for line in lines
+            if line.startswith(("Not all values", "You marked"))] or lines[:1]
+    text = re.sub(r"L\['([^']+)'\]\.size\(\)\[(\d+)\]", r"\1.shape[\2]", " ".join(said))
+    return shorten(f"{type(error).__name__}: {text}", 400)
+
+
+def _torchscript(request: ExportRequest, destination: Path) -> tuple[ModelFile, Any, None]:
     import torch
 
     known = set(request.input_names) | set(request.output_names)
@@ -123,4 +140,4 @@ def _torchscript(request: ExportRequest, destination: Path) -> tuple[ModelFile, 
             dynamic_axes={k: v for k, v in request.dynamic_axes.items() if k in known} or None,
             verbose=request.source_lines,
         )
-        return gathered(exported, destination), None
+        return gathered(exported, destination), None, None

@@ -41,8 +41,11 @@ def capture_program(module: Any, args: tuple[Any, ...], kwargs: dict[str, Any],
         except torch._dynamo.exc.UserError as error:
             # A dynamic size the code specialises: torch.onnx applies torch.export's fix (the
             # size becomes static, which the graph check then reports), and so do we.
-            refined = torch.export.dynamic_shapes.refine_dynamic_shapes_from_suggested_fixes(
-                error.msg, dims)
+            try:
+                refined = torch.export.dynamic_shapes.refine_dynamic_shapes_from_suggested_fixes(
+                    error.msg, dims)
+            except Exception:  # no fix torch suggests: its first words say what went wrong
+                raise error from None
             return _export(module, args, kwargs, refined)
 
 

@@ -73,7 +73,7 @@ def _finding(assumption: ShapeAssumption, failures: Mapping[int, str], ran: tupl
              skipped: tuple[int, ...], batch: bool = False) -> Finding | None:
     """An error where a length that breaks the assumption failed; else a note of what was
     tested (none for a guard inside torch itself, whose far side matched or was not found)."""
-    if assumption.kind == "unread":
+    if assumption.kind in ("unread", "uncaptured"):
         return _unread(assumption, failures)
     name = assumption.dimension
     breaking = [length for length in ran if not _holds(assumption, length)]
@@ -117,6 +117,18 @@ def _unread(assumption: ShapeAssumption, failures: Mapping[int, str]) -> Finding
     name = assumption.dimension or "a declared dimension"
     failed = (f"; the model fails at {name} {_list(sorted(failures))}, which it may explain"
               if failures else "")
+    if assumption.kind == "uncaptured":
+        return Finding(
+            "shape-assumption",
+            f"torch.export could not keep {name} general ({assumption.condition}), so "
+            f"torch.onnx.export captured the model itself and what that export assumed of "
+            f"{name} was not recorded: the ONNX file may hold a value of the export's {name} "
+            f"that no length run shows{failed}", severity=Severity.WARNING,
+            fix=(f"Compute what depends on {name} with tensor operations torch.export keeps "
+                 "symbolic (no `math.*` of a size), or check every length you deploy with "
+                 "`axis-sizes`."),
+            details={"dimension": assumption.dimension, "condition": assumption.condition,
+                     "guard": "", "violating_sizes": [], "failed_sizes": []})
     return Finding(
         "shape-assumption",
         f"the export assumed {assumption.condition} ({_where(assumption)}), which onnx-parity "
@@ -137,7 +149,7 @@ def _inside_torch(assumption: ShapeAssumption) -> bool:
 def _holds(assumption: ShapeAssumption, length: int) -> bool:
     try:
         return assumption.holds(length)
-    except (ValueError, ZeroDivisionError, KeyError):
+    except (ValueError, ZeroDivisionError, KeyError, SyntaxError):
         return True
 
 

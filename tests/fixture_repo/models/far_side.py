@@ -29,3 +29,25 @@ class SizedBlur(nn.Module):
 
 def sized_blur() -> SizedBlur:
     return SizedBlur().eval()
+
+
+class LogScale(nn.Module):
+    """A branch on `math.log2` of the width: torch.export cannot keep the width symbolic
+    through it, so torch.onnx captures the model itself and bakes the branch of the export's
+    width (64: log2 6) with no guard recorded; from 91 on, the ONNX file is wrong."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.conv = nn.Conv2d(1, 4, 3, padding=1)
+
+    def forward(self, frames: torch.Tensor) -> torch.Tensor:
+        import math
+
+        if math.log2(frames.shape[3]) > 6.5:
+            frames = frames * 2
+        return self.conv(frames).mean((2, 3))
+
+
+def log_scale() -> LogScale:
+    return LogScale().eval()
