@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeGuard, cast
 
-from onnx_parity.export.linked_guards import in_root_terms
+from onnx_parity.export.linked_guards import in_root_terms, source_axis
 from onnx_parity.locations import repo_relative, scrub_paths
 
 Kind = Literal["multiple", "remainder", "at-least", "at-most", "excluded", "expression",
@@ -190,7 +190,7 @@ def sources(tree: ast.AST) -> dict[str, Axis | None]:
     found: dict[str, Axis | None] = {}
     for node in ast.walk(tree):
         if _is_source(node):
-            found[ast.unparse(node)] = _axis(node)
+            found[ast.unparse(node)] = source_axis(node)
     return found
 
 
@@ -261,19 +261,6 @@ def _is_source(node: ast.AST) -> TypeGuard[ast.Subscript]:
             and isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int))
 
 
-def _axis(node: ast.Subscript) -> Axis | None:
-    call, axis = node.value, node.slice
-    if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-            and isinstance(axis, ast.Constant) and isinstance(axis.value, int)):
-        return None
-    owner = call.func.value
-    if (isinstance(owner, ast.Subscript) and isinstance(owner.value, ast.Name)
-            and owner.value.id == "L" and isinstance(owner.slice, ast.Constant)
-            and isinstance(owner.slice.value, str)):
-        return owner.slice.value, axis.value
-    return None
-
-
 def _largest_constant(tree: ast.expr) -> int:
     found = [node.value for node in ast.walk(tree)
              if isinstance(node, ast.Constant) and isinstance(node.value, int | float)
@@ -291,7 +278,7 @@ def _named(tree: ast.expr, dimension_of: Mapping[str, str]) -> ast.expr:
                 return self.generic_visit(node)
             if ast.unparse(node) in dimension_of:
                 return ast.Name(dimension_of[ast.unparse(node)], ast.Load())
-            axis = _axis(node)
+            axis = source_axis(node)
             return ast.Name(f"{axis[0]}.shape[{axis[1]}]" if axis else ast.unparse(node),
                             ast.Load())
 

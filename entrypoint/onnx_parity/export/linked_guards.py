@@ -28,7 +28,7 @@ def in_root_terms(tree: ast.expr, names: Mapping[Axis, str]) -> ast.expr:
 
     class Substitute(ast.NodeTransformer):
         def visit_Subscript(self, node: ast.Subscript) -> Any:
-            axis = _source_axis(node)
+            axis = source_axis(node)
             if axis is None or axis not in linked:
                 return self.generic_visit(node)
             linear = linked[axis]
@@ -51,7 +51,7 @@ def _expression(linear: Linear, root: ast.expr) -> ast.expr:
     return ast.BinOp(scaled, op, ast.Constant(abs(linear.offset)))
 
 
-def _source_axis(node: ast.Subscript) -> Axis | None:
+def source_axis(node: ast.Subscript) -> Axis | None:
     """(parameter, axis) of `L['x'].size()[k]`, or None for any other subscript."""
     call, index = node.value, node.slice
     if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
