@@ -85,8 +85,16 @@ class ShapeAssumption:
     origin: str | None = None  # where torch recorded it, when not in the repository
 
     def holds(self, length: int) -> bool:
+        """Whether the condition holds at `length`; True where it cannot be evaluated (an
+        unread or unrecorded guard, a value the interpreter refuses there): no length is
+        said to break what nobody could read."""
+        if self.kind in ("unread", "uncaptured"):
+            return True
         values = {**dict(self.fixed), **{source: length for source in self.sources}}
-        return bool(evaluate(ast.parse(self.expression, mode="eval").body, values))
+        try:
+            return bool(evaluate(ast.parse(self.expression, mode="eval").body, values))
+        except (UnreadGuard, ZeroDivisionError, KeyError, SyntaxError):
+            return True
 
 
 def read_assumptions(guards: Iterable[RecordedGuard], sizes: Mapping[str, int],

@@ -76,7 +76,7 @@ def _finding(assumption: ShapeAssumption, failures: Mapping[int, str], ran: tupl
     if assumption.kind in ("unread", "uncaptured"):
         return _unread(assumption, failures)
     name = assumption.dimension
-    breaking = [length for length in ran if not _holds(assumption, length)]
+    breaking = [length for length in ran if not assumption.holds(length)]
     failing = [length for length in breaking if length in failures]
     head = (f"the export assumed {assumption.condition} ({_where(assumption)}: "
             f"`{assumption.guard}`), which the ONNX file does not check")
@@ -90,7 +90,7 @@ def _finding(assumption: ShapeAssumption, failures: Mapping[int, str], ran: tupl
                        details=details, fix=BATCH_FIX if batch else None)
     if _inside_torch(assumption):
         return None  # torch's own bookkeeping, tested on its far side where one exists
-    own = [length for length in skipped if not _holds(assumption, length)]
+    own = [length for length in skipped if not assumption.holds(length)]
     fix = None
     if breaking:
         text = f"{head}; tested at {name} {_list(breaking)}: matches"
@@ -144,13 +144,6 @@ def _unread(assumption: ShapeAssumption, failures: Mapping[int, str]) -> Finding
 def _inside_torch(assumption: ShapeAssumption) -> bool:
     """Recorded inside torch itself (fake tensors, decompositions): not the model's choice."""
     return assumption.file is None and (assumption.origin or "").startswith("torch/")
-
-
-def _holds(assumption: ShapeAssumption, length: int) -> bool:
-    try:
-        return assumption.holds(length)
-    except (ValueError, ZeroDivisionError, KeyError, SyntaxError):
-        return True
 
 
 def _baked(dimension: str, shapes: list[ConstantShape], failures: Mapping[int, str],

@@ -28,7 +28,7 @@ def far_side_lengths(assumption: ShapeAssumption, length: int,
                      lowest: int = 1) -> tuple[int, ...]:
     """The lengths that break the assumption nearest `length` on each side, and one at least
     1.5x as far on the same side, within `max(lowest, L/4)`..`4L`."""
-    if not testable(assumption) or length < 1:
+    if length < 1:
         return ()
     low, high = max(lowest, math.ceil(length / 4)), 4 * length
     found: list[int] = []
@@ -37,26 +37,13 @@ def far_side_lengths(assumption: ShapeAssumption, length: int,
     return tuple(found)
 
 
-def testable(assumption: ShapeAssumption) -> bool:
-    """A condition this module can evaluate (not one torch printed in an unread form, nor one
-    torch.onnx's own capture kept no record of)."""
-    return assumption.kind not in ("unread", "uncaptured")
-
-
 def _on_side(assumption: ShapeAssumption, length: int, side: Iterable[int]) -> list[int]:
-    breaking = [n for n in side if not _holds(assumption, n)]
+    breaking = [n for n in side if not assumption.holds(n)]
     if not breaking:
         return []
     nearest = breaking[0]
     farther = next((n for n in breaking if abs(n - length) >= FAR * abs(nearest - length)), None)
     return [nearest] if farther is None else [nearest, farther]
-
-
-def _holds(assumption: ShapeAssumption, length: int) -> bool:
-    try:
-        return assumption.holds(length)
-    except (ValueError, ZeroDivisionError, KeyError, SyntaxError):  # unreadable: no far side
-        return True
 
 
 def with_far_sides(dims: Sequence[Dimension],
@@ -70,7 +57,7 @@ def with_far_sides(dims: Sequence[Dimension],
 def _widened(dimension: Dimension, assumptions: list[ShapeAssumption]) -> Dimension:
     lowest = max((linear.smallest_root() for _, _, linear in dimension.derived), default=1)
     extra = [n for assumption in assumptions
-             if testable(assumption) and not _broken(assumption, dimension.sizes)
+             if not _broken(assumption, dimension.sizes)
              for n in far_side_lengths(assumption, dimension.committed, max(1, lowest))]
     sizes = tuple(dict.fromkeys((*dimension.sizes, *sorted(extra))))
     added = tuple(n for n in sizes if n not in dimension.sizes)
@@ -79,15 +66,14 @@ def _widened(dimension: Dimension, assumptions: list[ShapeAssumption]) -> Dimens
 
 
 def _broken(assumption: ShapeAssumption, lengths: Sequence[int]) -> bool:
-    return any(not _holds(assumption, n) for n in lengths)
+    return any(not assumption.holds(n) for n in lengths)
 
 
 def far_side_batches(assumptions: Sequence[ShapeAssumption], labels: set[str], export_batch: int,
                      planned: Sequence[int]) -> tuple[int, ...]:
     """Batch sizes that break an assumption on the batch that no configured size breaks."""
     sizes = [n for assumption in assumptions
-             if assumption.dimension in labels and testable(assumption)
-             and not _broken(assumption, planned)
+             if assumption.dimension in labels and not _broken(assumption, planned)
              for n in far_side_lengths(assumption, export_batch)]
     return tuple(n for n in dict.fromkeys(sizes) if n not in planned)
 
