@@ -24,7 +24,7 @@ def render_page(figures: Json) -> str:
     sections = [
         _intro(figures), _overhead(figures), _help(figures), _parallel(figures),
         _localisation(figures), _variants(figures), _profiles(figures), _scaling(figures),
-        _large(figures), _sweep(figures), _reproduce(),
+        _large(figures), _sweep(figures), _generation(figures), _reproduce(),
     ]
     return "\n\n".join(section.rstrip("\n") for section in sections) + "\n"
 
@@ -200,6 +200,12 @@ def _large(figures: Json) -> str:
     from large_model import page_section  # bench/large_model.py, beside this module
 
     return page_section(figures.get("large_model"))
+
+
+def _generation(figures: Json) -> str:
+    from generation import page_section  # bench/generation.py, beside this module
+
+    return page_section(figures.get("generation"))
 
 
 def _sweep(figures: Json) -> str:

@@ -116,6 +116,7 @@ class Figures:
     scaling: Any = None  # bench/scaling.py's Scaling (imported late: it imports this module)
     sweep: dict[str, Any] | None = None  # bench/sweep.py's figures (with --sweep)
     large: dict[str, Any] | None = None  # bench/large_model.py's figures (with --large)
+    generation: dict[str, Any] | None = None  # bench/generation.py's (with --generation)
 
     @property
     def localisation(self) -> tuple[float, float] | None:
@@ -167,6 +168,7 @@ class Figures:
             "scaling": self.scaling.as_json() if self.scaling is not None else None,
             "sweep": self.sweep,
             "large_model": self.large,
+            "generation": self.generation,
         }
 
 
@@ -438,6 +440,10 @@ def render(figures: Figures) -> str:
         from large_model import render_large
 
         lines += render_large(figures.large)
+    if figures.generation is not None:
+        from generation import render_generation
+
+        lines += render_generation(figures.generation)
     return "\n".join([*lines, *(f"note: {note}" for note in figures.notes)]) + "\n"
 
 
@@ -529,6 +535,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also the 2.4 GB model (bench/large_model.py; needs 6 GB, alone)")
     parser.add_argument("--sweep", action="store_true",
                         help="also the lengths sweep's cost (bench/sweep.py: eight architectures)")
+    parser.add_argument("--generation", action="store_true",
+                        help="also the generation check's cost (bench/generation.py: a tiny "
+                             "and a 100M-parameter Llama)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -546,6 +555,10 @@ def main(argv: list[str] | None = None) -> int:
             from large_model import measure_large
 
             figures = dataclasses.replace(figures, large=measure_large(args.repeat))
+        if args.generation:
+            from generation import measure_generation
+
+            figures = dataclasses.replace(figures, generation=measure_generation(args.repeat))
     except BenchError as error:
         print(f"bench: {error}", file=sys.stderr)
         return 2

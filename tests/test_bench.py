@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from generation import page_section  # bench/generation.py (bench/ is on the tests' path)
+
 ROOT = Path(__file__).resolve().parent.parent
 SERIES = ("parity", "serial", "bare", "help", "jobs1", "jobs2")
 # The anchors other docs pages link to (docs/*.md -> benchmarks.md#...).
@@ -115,3 +117,27 @@ def test_bare_check_prints_a_difference_per_model() -> None:
     line = next(line for line in done.stdout.splitlines() if line.startswith("spectrum:"))
     diff = float(line.split("max abs diff ")[1].split()[0])
     assert 0 <= diff <= 1e-5
+
+
+@pytest.mark.slow
+def test_the_generation_benchmark_measures_its_case(tmp_path: Path) -> None:
+    """bench/generation.py on the tests' size: both runs pass (it raises otherwise), every
+    figure is printed and written, and the page section renders from the same figures."""
+    figures_path = tmp_path / "generation.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "generation.py"), "--repeat", "1", "--case", "tiny",
+         "--json", str(figures_path)],
+        check=False, capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(figures_path.read_text(encoding="utf-8"))
+    [case] = figures["cases"].values()
+    assert set(case["generation"]["median_steps"]) >= {"export", "generate"}
+    assert set(case["plain"]["median_steps"]) >= {"export", "verify"}
+    ratios = case["ratios"]
+    assert ratios["check"] == case["generate_seconds"] / case["export_and_parity_seconds"]
+    for key in ("check", "memory", "wall"):
+        assert f"{ratios[key]:.2f}x" in done.stdout, key
+    section = page_section(figures)
+    assert "{#generation}" in section
+    assert f"**{ratios['check']:.2f}x**" in section
