@@ -128,6 +128,12 @@ def test_where_a_node_comes_from() -> None:
     assert module_and_op(": m.Net/blocks.0: m.Block/blocks.0.lin: torch.nn.Linear/linear: "
                          "aten.linear.default") == ("blocks.0.lin", "aten.linear.default")
     assert module_and_op(": m.Net/_fft_r2c: aten._fft_r2c.default") == (None, "aten._fft_r2c.default")
+    # inside the tool's own wrapper of a structured call: the user's module path, as in its model
+    wrapped = (": onnx_parity.models.flat_call._flat_call_class.<locals>.FlatCall/model: t.LlamaForCausalLM/"
+               "model.model: t.LlamaModel/model.model.layers.0: t.LlamaDecoderLayer/model.model.layers.0.mlp: "
+               "t.LlamaMLP/mul_3: aten.mul.Tensor")
+    assert module_and_op(wrapped) == ("model.layers.0.mlp", "aten.mul.Tensor")
+    assert module_and_op(wrapped.split("/model.model:")[0] + "/add: aten.add.Tensor") == (None, "aten.add.Tensor")
     assert scope_module("/enc/layers.0/attn/q/Gemm") == "enc.layers.0.attn.q"
     assert scope_module("/out/out.0/Gemm") == "out.0"
     assert scope_module("/blocks/blocks.0/blocks.0.1/Mul") == "blocks.0.1"

@@ -52,6 +52,7 @@ from onnx_parity.verification.torch_values import (
     leaf_modules,
     module_source,
     module_values,
+    wrapper_prefix,
 )
 
 
@@ -228,10 +229,11 @@ def _module_values(request: Localisation, graph: Graph,
     torch_values = module_values(request.module, as_call(run.cut.feed, request.bound),
                                  set(last))
     onnx = _onnx_values(request, graph, run, [last[name] for name in torch_values])
-    triples = []
+    triples, prefix = [], wrapper_prefix(request.module)
     for name, value in torch_values.items():
         place, library = module_source(leaves[name], request.repo)
-        origin = Origin(op=type(leaves[name]).__name__, module=name, file=place[0], line=place[1],
+        origin = Origin(op=type(leaves[name]).__name__, module=name.removeprefix(prefix),
+                        file=place[0], line=place[1],
                         library_frame=scrub_paths(library, (request.repo,)) if library else None)
         triples.append((last[name], value, onnx[last[name]], origin))
     return _compare(request, run, triples, graph), len(leaves) - len(torch_values)

@@ -22,6 +22,9 @@ STACK_KEY = "pkg.torch.onnx.stack_trace"
 # A dynamo namespace: `: pkg.Model/blocks.0: pkg.Block/linear: aten.linear.default`, one
 # `name: class` per module from the root, then the FX node and its aten op.
 SEGMENT = re.compile(r"^\s*([^:]*):\s*(.*)$")
+# The modules the tool wraps a model in to export it (a structured call, a decoding step): a
+# path inside one names the user's module without the wrapper's attribute.
+WRAPPERS = "onnx_parity."
 
 
 @dataclass(frozen=True)
@@ -79,6 +82,10 @@ def module_and_op(namespace: str | None) -> tuple[str | None, str | None]:
         return None, None
     op = parts[-1][1] or None
     modules = [name for name, _ in parts[1:-1] if name]
+    wrapper = [name for name, kind in parts[:-1] if kind.startswith(WRAPPERS)]
+    if wrapper and modules:  # the user's module inside the tool's own wrapper (flat_call.py)
+        inner = next((name for name, kind in parts[1:-1] if not kind.startswith(WRAPPERS)), "")
+        return (modules[-1].removeprefix(inner).lstrip(".") or None), op
     return (modules[-1] if modules else None), op
 
 

@@ -75,6 +75,20 @@ def leaf_modules(module: Any) -> dict[str, Any]:
             if name and not any(True for _ in child.children())}
 
 
+def wrapper_prefix(module: Any) -> str:
+    """The attribute path from the tool's own wrapper of a structured call or a decoding step
+    (models/flat_call.py, decoder.py) down to the user's module ("model."), to be left out of
+    the module paths a user reads; "" for the user's module itself."""
+    prefix = ""
+    while type(module).__module__.startswith("onnx_parity."):
+        children = list(module.named_children())
+        if len(children) != 1:
+            break
+        name, module = children[0]
+        prefix += f"{name}."
+    return prefix
+
+
 def module_values(module: Any, call: Call, names: set[str]) -> dict[str, np.ndarray]:
     """The output of each named module, for those called exactly once with one tensor out."""
     import torch
