@@ -316,8 +316,9 @@ def check_step_folder(result: dict, out: Path, step: int, past: int) -> dict:
                 if row["dimensions"]["step"] == step and row["batch_size"] == record["batch_size"]]
     assert [row["output"] for row in measured] == record["outputs"]
     for row in measured:  # the batch the check ran, so the figures are the check's
-        assert printed[row["output"]] == (step, pytest.approx(row["max_abs_diff"], rel=1e-6),
-                                          row["mismatched"], row["total"])
+        at, diff, outside, total = printed[row["output"]]
+        assert (at, outside, total) == (step, row["mismatched"], row["total"])
+        assert diff == pytest.approx(row["max_abs_diff"], rel=1e-6)
     elsewhere = out.parent / "elsewhere" / "m.repro"
     shutil.copytree(folder, elsewhere)
     alone = run_repro(elsewhere / "repro.py", out.parent)

@@ -66,13 +66,13 @@ def outside(name, want, got):
 
 def session(path, level):
     options = ort.SessionOptions()
-    options.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
+    options.graph_optimization_level = level
     return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
 
 
 bad = 0
 '''
-SUBGRAPH = '''sub = session(HERE / "subgraph.onnx", "{level}")
+SUBGRAPH = '''sub = session(HERE / "subgraph.onnx", ort.GraphOptimizationLevel.{level})
 inputs, expected = np.load(HERE / "inputs.npz"), np.load(HERE / "expected.npz")
 feed = {{item.name: inputs[f"arr_{{k}}"] for k, item in enumerate(sub.get_inputs())}}
 for k, actual in enumerate(sub.run(None, feed)):

@@ -18,7 +18,7 @@ DECODER = HERE.parent / "{model}"  # beside this folder, as the run's output fol
 if not DECODER.is_file():
     print(f"{{DECODER}} is not there: put {{DECODER.name}} beside {{HERE.name}}/ to run it")
     sys.exit(2)
-decoder = session(DECODER, "{level}")
+decoder = session(DECODER, ort.GraphOptimizationLevel.{level})
 feed, want = np.load(HERE / "step_inputs.npz"), np.load(HERE / "step_expected.npz")
 names = [item.name for item in decoder.get_outputs()]
 ran = decoder.run(None, {{item.name: feed[item.name] for item in decoder.get_inputs()}})

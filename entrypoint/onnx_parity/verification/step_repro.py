@@ -55,9 +55,9 @@ def step_repro(case: StepCase, spec: ModelSpec, repro: Repro | None, why: str) -
     a folder of their own whose record says `why` it holds no subgraph (never raises for the
     model: a step onnxruntime cannot run again is a folder that says so)."""
     folder = case.model.with_name(f"{case.name}.repro")
-    if repro is None:
+    if repro is None:  # a folder an earlier run left goes
         shutil.rmtree(folder, ignore_errors=True)
-        folder.mkdir(parents=True)
+    folder.mkdir(parents=True, exist_ok=True)
     step, failing_output = _step(case, spec, folder, int(spec.repro_max_mb * MB) - _size(folder))
     if repro is None:
         repro = _stepless(case, spec, failing_output, why)
@@ -102,8 +102,8 @@ def _step(case: StepCase, spec: ModelSpec, folder: Path, budget: int) -> tuple[S
             feed = _written(case, session, folder, one)
             step = _measured(base, one, _figures(case, spec, _run(session, feed), one), folder)
     except (RuntimeFailure, OSError, ValueError) as error:
-        return _left_out(base, folder, "onnxruntime could not run the decoder file on them "
-                         f"again: {error}"), "logits"
+        return _left_out(base, folder, "they could not be written and run through the "
+                         f"decoder file again: {error}"), "logits"
     if step.size_bytes > budget:
         return _left_out(step, folder, _too_large(step, budget, spec)), first
     return step, first
