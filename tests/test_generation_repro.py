@@ -1,17 +1,29 @@
-"""An encoder-decoder generator's failing step localised, with its repro folder (issue 23 §3-4):
-a tiny BART (seeded random weights, built from a config, offline) through the real CLI with a
-tolerance below float32's noise, so step 0 (the decoder's start token: one token, past 0) fails.
+"""A generating model's failing step in its repro folder (issue 23 §3-4).
+
+An encoder-decoder generator's failing step localised, with its repro folder: a tiny BART
+(seeded random weights, built from a config, offline) through the real CLI with a tolerance
+below float32's noise, so step 0 (the decoder's start token: one token, past 0) fails. The
+folder's texts for a step kept, cut or left out, from the bundled example's report.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import json
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from onnx_parity.generation_results import StepRepro
+from onnx_parity.report.repro_json import repro_from_json, repro_to_json
+from onnx_parity.report.repro_text import repro_report, repro_script, repro_section
+from onnx_parity.report.serialization import run_from_json
+from onnx_parity.results import ModelResult
 from test_generation import check_step_folder, errors
 from test_generation_encoder_decoder import checked
+
+EXPECTED = Path(__file__).resolve().parent / "expected"
 
 
 @pytest.mark.slow
@@ -44,3 +56,53 @@ def test_a_failing_bart_step_localises_and_its_folder_holds_the_encoder_output(
     assert sorted(path.name for path in (out / "m.repro").iterdir()) == [
         "REPORT.md", "expected.npz", "inputs.npz", "repro.py", "step_expected.npz",
         "step_inputs.npz", "subgraph.onnx"]
+
+
+def fixture_model() -> ModelResult:
+    """The bundled example's localised model (its repro folder holds a subgraph)."""
+    data = json.loads((EXPECTED / "seed-failures.report.json").read_text(encoding="utf-8"))
+    return next(model for model in run_from_json(data).models if model.repro is not None)
+
+
+STEP = StepRepro(step=2, past_length=7, model="spectral-head.onnx", optimization="all",
+                 batch_size=4, rows=(4, 5, 6, 7), inputs=("input_ids", "attention_mask"),
+                 outputs=("logits",), max_abs_diff=3e-4, reproduces=True, size_bytes=1000)
+
+
+def test_repro_py_runs_the_subgraph_and_the_step_or_the_step_alone() -> None:
+    model = fixture_model()
+    assert model.repro is not None
+    both = dataclasses.replace(model.repro, step=STEP)
+    script = repro_script(model, both)
+    compile(script, "repro.py", "exec")  # a script Python reads
+    assert script.index('"subgraph.onnx"') < script.index('"step_inputs.npz"')
+    assert 'HERE.parent / "spectral-head.onnx"' in script
+    alone = dataclasses.replace(both, found_by="generation-step", omitted="none was named")
+    script = repro_script(model, alone)
+    compile(script, "repro.py", "exec")
+    assert "subgraph.onnx" not in script
+    assert "generation step 2 (past length 7)" in script.splitlines()[0]
+    report = repro_report(model, alone, {})
+    assert report.startswith("# onnxruntime differs from PyTorch at generation step 2 (past "
+                             "length 7) of `spectral-head.onnx`: max abs diff")
+    assert "This folder holds no subgraph: none was named." in report
+    assert "for prompt rows 4, 5, 6, 7, the failing batch" in report
+
+
+def test_a_step_left_out_is_said_in_the_comment_and_reads_back_from_report_json() -> None:
+    model = fixture_model()
+    assert model.repro is not None
+    step = dataclasses.replace(STEP, rows=(5,), size_bytes=0, omitted="too large to include")
+    left = dataclasses.replace(model.repro, step=step, found_by="generation-step",
+                               omitted="none was named")
+    [_, section] = repro_section(dataclasses.replace(model, repro=left))
+    assert section.startswith("**Repro:** `spectral-head.repro/` holds only `REPORT.md`: none "
+                              "was named.")
+    assert section.endswith("The failing generation step 2 (past length 7) is not included: "
+                            "too large to include.")
+    written = repro_to_json(dataclasses.replace(model, repro=left))
+    assert written is not None
+    assert repro_from_json(written) == dataclasses.replace(left, folder=None)
+    kept = dataclasses.replace(model.repro, step=dataclasses.replace(STEP, rows=(5,)))
+    [_, section] = repro_section(dataclasses.replace(model, repro=kept))
+    assert "(prompt row 5, the failing row of its batch of 4 (cut to fit the folder))" in section
