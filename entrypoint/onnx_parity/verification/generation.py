@@ -181,9 +181,9 @@ def _decode(sides: Sides, prompt: tuple[np.ndarray, np.ndarray],
         if step:
             mask = np.concatenate([mask, np.ones((rows, 1), dtype=np.int64)], axis=1)
         expected, actual = torch_side.step(ids, mask), onnx_side.step(ids, mask)
-        if not _compare(expected, actual, (mask, step, live), run):
-            _failed(run, FailingStep(step, dict(onnx_side.feed), _named(expected),
-                                     mask * live[:, None], first_row))
+        if not _compare(expected, actual, (mask, step, live), run) and _first(run, step):
+            run.failing = FailingStep(step, dict(onnx_side.feed), _named(expected),
+                                      mask * live[:, None], first_row)
         chosen = expected.logits[:, -1].argmax(-1)
         picked = actual.logits[:, -1].argmax(-1)
         for row in np.flatnonzero(live & (chosen != picked)):
@@ -223,20 +223,22 @@ def _prompt_passes(sides: Sides, prompt: tuple[np.ndarray, np.ndarray],
             torch_side, onnx_side = _sides(sides, spec, rows)
             expected = torch_side.step(ids[rows], mask[rows])
             if not _compare(expected, onnx_side.step(ids[rows], mask[rows]),
-                            (mask[rows], 0, np.ones(len(ids[rows]), dtype=bool)), run):
-                _failed(run, FailingStep(0, dict(onnx_side.feed), _named(expected),
-                                         mask[rows], start))
+                            (mask[rows], 0, np.ones(len(ids[rows]), dtype=bool)),
+                            run) and _first(run, 0):
+                run.failing = FailingStep(0, dict(onnx_side.feed), _named(expected),
+                                          mask[rows], start)
 
 
-def _failed(run: _Run, failing: FailingStep) -> None:
-    """The failing step kept for the repro folder: the earliest step (the one the parity
-    finding names), on the first batch that fails there."""
-    if run.failing is None or failing.step < run.failing.step:
-        run.failing = failing
+def _first(run: _Run, step: int) -> bool:
+    """Whether a failing `step` is the one to keep for the repro folder: the earliest (the
+    one the parity finding names), on the first batch that fails there."""
+    return run.failing is None or step < run.failing.step
 
 
 def _named(output: StepOutput) -> dict[str, np.ndarray]:
-    return {"logits": output.logits, **output.presents}
+    """PyTorch's outputs at the step, copied: a cache may reuse its tensors' memory."""
+    return {"logits": output.logits, **{name: np.array(value, copy=True)
+                                        for name, value in output.presents.items()}}
 
 
 def _compare(expected: StepOutput, actual: StepOutput,
