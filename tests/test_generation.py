@@ -8,6 +8,8 @@ with a left-padded batch of 4 prompts, and runs the real CLI.
 from __future__ import annotations
 
 import json
+import re
+import shutil
 import textwrap
 from pathlib import Path
 
@@ -220,6 +222,18 @@ def test_a_position_baked_at_export_fails_from_the_first_one_token_step(tmp_path
     parity = [m for code, m in errors(result) if code == "parity-mismatch"]
     assert parity
     assert all(m.startswith("generation step 1 (past length 6)") for m in parity)
+    # A mismatch the baked branch explains names no node: the repro folder still holds the
+    # failing step, so the decoder file can be rerun where it goes wrong.
+    repro = result["repro"]
+    assert repro["found_by"] == "generation-step"
+    assert "explained by `data-dependent-branch`" in repro["omitted"]
+    assert sorted(path.name for path in (out / "m.repro").iterdir()) == [
+        "REPORT.md", "repro.py", "step_expected.npz", "step_inputs.npz"]
+    record = check_step_folder(result, out, 1, 6)
+    assert repro["max_abs_diff"] == record["max_abs_diff"] > result["atol"]
+    assert (out / "m.repro" / "REPORT.md").read_text(encoding="utf-8").startswith(
+        "# onnxruntime differs from PyTorch at generation step 1 (past length 6) of `m.onnx`")
+    assert "holds no subgraph: the mismatch is explained by" in report
 
 
 @pytest.mark.slow
@@ -260,10 +274,65 @@ def test_a_checkpoint_folder_generates_offline(tmp_path: Path) -> None:
     assert record["models"][0]["generation"]["rows"] == 4
 
 
+STEP_LINE = re.compile(r"^step (\d+) (\S+): max abs diff (\S+) .* (\d+) of (\d+) elements outside$",
+                       re.MULTILINE)
+
+
+def step_printed(stdout: str) -> dict[str, tuple[int, float, int, int]]:
+    """What repro.py prints for the failing step: per output, its step, max abs diff and how
+    many elements of how many compared are outside."""
+    return {name: (int(step), float(diff), int(bad), int(total))
+            for step, name, diff, bad, total in STEP_LINE.findall(stdout)}
+
+
+def check_step_folder(result: dict, out: Path, step: int, past: int) -> dict:
+    """The repro folder holds the failing step's whole feed, keyed by the decoder file's
+    input names, and PyTorch's outputs; repro.py, run with only numpy and onnxruntime beside
+    the decoder file, prints the figures the check measured at that step, and without the
+    file says where to put it (exit 2)."""
+    from test_repro import run_repro
+
+    record = result["repro"]["step"]
+    assert (record["step"], record["past_length"], record["model"]) == (step, past, "m.onnx")
+    assert record["omitted"] is None
+    assert record["reproduces"] is True
+    layout = onnx_layout(out / "m.onnx")
+    inputs = [name for name in layout if name not in ("logits",) and "present" not in name]
+    assert record["inputs"] == inputs
+    folder = out / "m.repro"
+    with np.load(folder / "step_inputs.npz") as feed, \
+            np.load(folder / "step_expected.npz") as expected:
+        assert list(feed.files) == inputs
+        assert feed["past_key_values.0.key" if "past_key_values.0.key" in inputs
+                    else "past_key_values.0.decoder.key"].shape[2] == past
+        assert list(expected.files) == [*record["outputs"], "compared"]
+        assert record["outputs"][0] == "logits"
+        assert len(feed["input_ids"]) == len(record["rows"]) == record["batch_size"]
+    done = run_repro(folder / "repro.py", out.parent)
+    assert done.returncode == 1, done.stdout + done.stderr
+    printed = step_printed(done.stdout)
+    assert list(printed) == record["outputs"]
+    measured = [row for row in result["comparisons"]
+                if row["dimensions"]["step"] == step and row["batch_size"] == record["batch_size"]]
+    assert [row["output"] for row in measured] == record["outputs"]
+    for row in measured:  # the batch the check ran, so the figures are the check's
+        at, diff, outside, total = printed[row["output"]]
+        assert (at, outside, total) == (step, row["mismatched"], row["total"])
+        assert diff == pytest.approx(row["max_abs_diff"], rel=1e-6)
+    elsewhere = out.parent / "elsewhere" / "m.repro"
+    shutil.copytree(folder, elsewhere)
+    alone = run_repro(elsewhere / "repro.py", out.parent)
+    assert alone.returncode == 2
+    assert "put m.onnx beside m.repro/" in alone.stdout
+    return record
+
+
 @pytest.mark.slow
 def test_a_step_outside_the_tolerance_is_localised_with_its_repro_folder(tmp_path: Path) -> None:
     """A tolerance below float32's noise: the first step fails, and it localises as any
-    failing cut does (its inputs, the past included, are ordinary tensors)."""
+    failing cut does (its inputs, the past included, are ordinary tensors); the repro folder
+    also holds that step's whole feed, so the decoder file can be rerun at exactly that step,
+    within repro-max-mb."""
     result, out = checked(tmp_path, 'factory = "models.library:llama"\natol = 1e-9\nrtol = 0\n'
                           "generate = { steps = 3 }\n")
     parity = [m for code, m in errors(result) if code == "parity-mismatch"]
@@ -273,6 +342,55 @@ def test_a_step_outside_the_tolerance_is_localised_with_its_repro_folder(tmp_pat
     assert result["divergence"]["nodes"], result["divergence"]
     assert result["repro"]["reproduces"]
     assert (out / "m.repro" / "subgraph.onnx").exists()
+    record = check_step_folder(result, out, 0, 0)
+    assert record["rows"] == [0, 1, 2, 3]
+    assert record["max_abs_diff"] == max(row["max_abs_diff"] for row in result["comparisons"]
+                                         if row["dimensions"]["step"] == 0
+                                         and row["batch_size"] == 4)
+    report = (out / "m.repro" / "REPORT.md").read_text(encoding="utf-8")
+    assert "## The failing generation step" in report
+    assert "at generation step 0 (past length 0), keyed by its input names" in report
+    comment = (out / "report.md").read_text(encoding="utf-8")
+    assert "It also holds `step_inputs.npz`, the decoder file's whole feed at generation " \
+           "step 0 with a past of 0" in comment
+    over_repro_max_mb(tmp_path, out, record)
+
+
+def over_repro_max_mb(tmp_path: Path, out: Path, record: dict) -> None:
+    """The same step's arrays, written again under a smaller repro-max-mb: past it, cut to
+    the failing row (the batch is axis 0 of every array), which still reproduces; past it
+    again, left out, saying why."""
+    import dataclasses
+
+    from onnx_parity.settings.loading import load_settings
+    from onnx_parity.verification import StepCase, step_repro
+    from onnx_parity.verification.generation import FailingStep
+
+    work = tmp_path / "again"
+    work.mkdir()
+    shutil.copyfile(out / "m.onnx", work / "m.onnx")
+    with np.load(out / "m.repro" / "step_inputs.npz") as feed, \
+            np.load(out / "m.repro" / "step_expected.npz") as expected:
+        failing = FailingStep(0, dict(feed), {name: expected[name] for name in record["outputs"]},
+                              expected["compared"], 0)
+    [spec] = load_settings(tmp_path / "repo").models
+    smaller = dataclasses.replace(spec, repro_max_mb=(record["size_bytes"] - 1) / (1 << 20))
+    cut = step_repro(StepCase("m", work / "m.onnx", failing), smaller, None, "none named")
+    assert cut.step is not None
+    assert cut.step.omitted is None
+    assert len(cut.step.rows) == 1
+    assert cut.step.size_bytes < record["size_bytes"]
+    assert cut.found_by == "generation-step"
+    assert cut.omitted == "none named"
+    with np.load(work / "m.repro" / "step_inputs.npz") as feed:
+        assert {len(value) for value in feed.values()} == {1}
+    assert cut.step.reproduces  # the failing row: it is outside on its own
+    tiny = step_repro(StepCase("m", work / "m.onnx", failing),
+                      dataclasses.replace(spec, repro_max_mb=1e-6), None, "none named")
+    assert tiny.step is not None
+    assert tiny.step.size_bytes == 0
+    assert "too large to include: over repro-max-mb = 1e-06" in (tiny.step.omitted or "")
+    assert sorted(path.name for path in (work / "m.repro").iterdir()) == []
 
 
 @pytest.mark.slow

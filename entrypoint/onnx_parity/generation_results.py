@@ -36,3 +36,27 @@ class GenerationResult:
     def agreed(self) -> int:
         """Steps every row agreed on (the figure of the report's row)."""
         return min(self.tokens_agree, default=self.steps)
+
+
+@dataclass(frozen=True)
+class StepRepro:
+    """A generating model's failing step in its `<name>.repro/` folder (results.Repro.step):
+    the decoder file's whole feed at that step (`step_inputs.npz`, by the file's input names,
+    as onnxruntime was fed them: the past is its own presents of the step before) and
+    PyTorch's outputs there (`step_expected.npz`, with `compared`, the positions the check
+    compared), run through the whole decoder file once as repro.py runs it."""
+
+    step: int  # the generation step: 0 is the prompt pass
+    past_length: int  # the past's length fed at that step
+    model: str  # the decoder file it runs: `<name>.onnx`, beside the folder as published
+    optimization: str  # onnxruntime's graph optimization level the check ran the file at
+    batch_size: int  # the failing batch
+    rows: tuple[int, ...]  # the prompt rows the arrays hold: the batch's, or its failing one
+    inputs: tuple[str, ...]  # step_inputs.npz's keys: the decoder file's inputs
+    outputs: tuple[str, ...]  # step_expected.npz's PyTorch outputs (logits, present.N...)
+    # What repro.py prints for the step, measured in the worker (None: not run): the largest
+    # max abs diff over the outputs, the compared positions only.
+    max_abs_diff: float | None
+    reproduces: bool  # an output is outside the tolerance
+    size_bytes: int  # the two files together
+    omitted: str | None = None  # why the arrays are not in the folder (None: they are)

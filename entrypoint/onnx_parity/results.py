@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from onnx_parity.findings import Finding, Severity
-from onnx_parity.generation_results import GenerationResult
+from onnx_parity.generation_results import GenerationResult, StepRepro
 
 
 @dataclass(frozen=True)
@@ -180,8 +180,8 @@ class Repro:
     file: str | None  # the user's file and line the value comes from
     line: int | None
     # How the place was found: "localisation" (every value compared), "bisection" (prefixes
-    # against PyTorch's value) or "optimizer-bisection" (prefixes against themselves with
-    # graph optimizations disabled).
+    # against PyTorch's value), "optimizer-bisection" (against themselves, optimizations off),
+    # or "generation-step" (no node named: no subgraph, `step` holds the failing step).
     found_by: str
     reference: str  # what expected.npz holds: "pytorch", or "optimizations-disabled"
     optimization: str  # onnxruntime's graph optimization level repro.py runs at
@@ -203,6 +203,7 @@ class Repro:
     omitted: str | None = None
     # The folder in the engine's work folder; publishing moves it to --out as <name>.repro.
     folder: str | None = None
+    step: StepRepro | None = None  # a generating model's failing step (its whole feed)
 
 
 @dataclass(frozen=True)

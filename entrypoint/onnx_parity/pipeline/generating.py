@@ -36,9 +36,12 @@ from onnx_parity.verification import (
     Decoders,
     EncoderSide,
     FailingStep,
+    StepCase,
     check_generation,
     failing_cut,
     localise,
+    not_localised,
+    step_repro,
 )
 
 if TYPE_CHECKING:
@@ -129,20 +132,25 @@ class Failed:
 def _localised(failed: Failed, exported: tuple[Any, BoundInputs], job: ModelJob,
                ledger: Ledger, timer: Timer) -> list[Finding]:
     """The failing step localised as any failing cut is (its inputs are ordinary tensors),
-    with its repro folder; the findings with the localised one moved to its line."""
+    with its repro folder: the localised subgraph's files when a node is named, and the
+    step's whole feed in any case; the findings with the localised one moved to its line."""
     outcome, spec = failed.outcome, failed.step
     assert outcome.model is not None
     module, bound = outcome.exported or exported
     cut = failing_cut(module, outcome.model.path, bound, spec, failed.failing)
     target = localise.target(failed.findings, [cut])
-    if target is None:  # explained by a baked branch, or not a parity failure
-        return failed.findings
-    request = localise.Localisation(
-        module, outcome.program, outcome.exporter or "", outcome.model, bound, spec, job.repo,
-        localise.deadline_for(spec.timeout_seconds, timer.started), outcome.attempts)
-    localised = localise.localise(request, *target)
-    ledger.divergence, ledger.repro = localised.divergence, localised.repro
-    return localise.attach(failed.findings, localised, job.repo)
+    localised = None
+    if target is not None:  # else explained by a baked branch: no node to name
+        request = localise.Localisation(
+            module, outcome.program, outcome.exporter or "", outcome.model, bound, spec,
+            job.repo, localise.deadline_for(spec.timeout_seconds, timer.started),
+            outcome.attempts)
+        localised = localise.localise(request, *target)
+        ledger.divergence = localised.divergence
+    case = StepCase(ledger.spec.name, outcome.model.path, failed.failing, job.threads)
+    ledger.repro = step_repro(case, ledger.spec, localised.repro if localised else None,
+                              not_localised(failed.findings, localised))
+    return localise.attach(failed.findings, localised, job.repo) if localised else failed.findings
 
 
 def _variants(model: GeneratingModel, ledger: Ledger) -> None:

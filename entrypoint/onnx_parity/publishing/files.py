@@ -99,8 +99,9 @@ def _write_model(run: RunResult, name: str, out: Path) -> None:
 
 
 def _write_repro(run: RunResult, model: ModelResult, repro: Repro, folder: Path) -> None:
-    """`<name>.repro/`: the worker's subgraph and arrays moved in (when it made them), then
-    repro.py and REPORT.md beside them. A folder left there by an earlier run goes first."""
+    """`<name>.repro/`: the worker's subgraph and arrays moved in (when it made them; a
+    generating model's failing step too), then repro.py and REPORT.md beside them. A folder
+    left there by an earlier run goes first."""
     shutil.rmtree(folder, ignore_errors=True)
     made = Path(repro.folder) if repro.folder else None
     if made is not None and made.is_dir():
@@ -108,7 +109,11 @@ def _write_repro(run: RunResult, model: ModelResult, repro: Repro, folder: Path)
     folder.mkdir(exist_ok=True)
     if repro.omitted is None and not (folder / "subgraph.onnx").is_file():
         repro = dataclasses.replace(repro, omitted=CACHED_REPRO)
-    if repro.omitted is None:
+    step = repro.step
+    if step is not None and step.omitted is None and not (folder / "step_inputs.npz").is_file():
+        step = dataclasses.replace(step, omitted=CACHED_REPRO)
+        repro = dataclasses.replace(repro, step=step)
+    if repro.omitted is None or (step is not None and step.omitted is None):
         (folder / "repro.py").write_text(repro_script(model, repro), encoding="utf-8")
     (folder / "REPORT.md").write_text(repro_report(model, repro, run.versions), encoding="utf-8")
 

@@ -132,7 +132,7 @@ class ReproJson(TypedDict):  # results.Repro
     op: str | None
     file: str | None
     line: int | None
-    found_by: str  # "localisation" | "bisection" | "optimizer-bisection"
+    found_by: str  # "localisation" | "bisection" | "optimizer-bisection" | "generation-step"
     reference: str  # "pytorch" | "optimizations-disabled"
     optimization: str
     batch_size: int
@@ -150,6 +150,22 @@ class ReproJson(TypedDict):  # results.Repro
     platform: str
     omitted: str | None  # why the subgraph or its inputs are not included
     folder: str | None  # <name>.repro, in the output folder
+    step: NotRequired[StepReproJson | None]  # a generating model's failing step (absent: older)
+
+
+class StepReproJson(TypedDict):  # generation_results.StepRepro
+    step: int
+    past_length: int
+    model: str  # the decoder file, <name>.onnx beside the folder
+    optimization: str
+    batch_size: int
+    rows: list[int]
+    inputs: list[str]  # step_inputs.npz's keys
+    outputs: list[str]  # step_expected.npz's PyTorch outputs (beside `compared`)
+    max_abs_diff: Figure
+    reproduces: bool
+    size_bytes: int
+    omitted: str | None  # why step_inputs.npz and step_expected.npz are not included
 
 
 class ProvenanceJson(TypedDict):  # results.Provenance

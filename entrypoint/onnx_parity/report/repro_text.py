@@ -6,11 +6,23 @@ divergence was measured at, prints the max abs diff against `expected.npz` and t
 (the tool's rule: an element passes when |actual - expected| <= atol + rtol * |expected|, NaN
 against NaN and equal infinities count as equal), and exits 1 when an element is outside.
 REPORT.md is a bug report ready to paste: the versions, the exporter and opset, the operator
-and the user's line, expected against actual with the figures, and how to run repro.py.
+and the user's line, expected against actual with the figures, and how to run repro.py. A
+generating model's failing step adds its own part to both (step_repro_text.py): repro.py then
+also runs the whole decoder file on that step's inputs.
 """
 
 from __future__ import annotations
 
+from onnx_parity.generation_results import StepRepro
+from onnx_parity.report.step_repro_text import (
+    figure,
+    step_files,
+    step_how,
+    step_report,
+    step_script,
+    step_sentence,
+    step_title,
+)
 from onnx_parity.results import ModelResult, Repro
 
 GRAPH_LEVELS = {"disabled": "ORT_DISABLE_ALL", "basic": "ORT_ENABLE_BASIC",
@@ -22,10 +34,11 @@ FOUND_BY = {
     "optimizer-bisection": "bisection over the graph's order (each prefix at the configured "
                            "optimization level against the same prefix with graph "
                            "optimizations disabled)",
+    "generation-step": "the generation check alone (no node was named)",
 }
 REFERENCE = {"pytorch": "PyTorch's value",
              "optimizations-disabled": "onnxruntime's value with graph optimizations disabled"}
-SCRIPT = '''"""{doc}
+HEAD = '''"""{doc}
 
 Needs only numpy and onnxruntime: python repro.py (exit 1: outside the tolerance)."""
 import sys
@@ -36,27 +49,36 @@ import onnxruntime as ort
 
 HERE = Path(__file__).resolve().parent
 ATOL, RTOL = {atol!r}, {rtol!r}  # passes when |actual - expected| <= ATOL + RTOL * |expected|
-options = ort.SessionOptions()
-options.graph_optimization_level = ort.GraphOptimizationLevel.{level}
-session = ort.InferenceSession(str(HERE / "subgraph.onnx"), options,
-                               providers=["CPUExecutionProvider"])
-inputs, expected = np.load(HERE / "inputs.npz"), np.load(HERE / "expected.npz")
-feed = {{item.name: inputs[f"arr_{{k}}"] for k, item in enumerate(session.get_inputs())}}
-outside = 0
-for k, actual in enumerate(session.run(None, feed)):
-    want, got = expected[f"arr_{{k}}"].astype(np.float64), actual.astype(np.float64)
+
+
+def outside(name, want, got):
+    want, got = want.astype(np.float64), got.astype(np.float64)
     with np.errstate(all="ignore"):
         same = (got == want) | (np.isnan(got) & np.isnan(want))
         diff = np.where(same, 0.0, np.nan_to_num(np.abs(got - want), nan=np.inf))
         allowed = ATOL + RTOL * np.abs(np.where(np.isfinite(want), want, 0.0))
     worst, bad = int(diff.argmax()), int(np.count_nonzero(diff > allowed))
-    outside += bad
-    print(f"{{session.get_outputs()[k].name}}: max abs diff {{diff.flat[worst]:.6e}} "
-          f"(expected {{want.flat[worst]:.9g}}, actual {{got.flat[worst]:.9g}}); tolerance "
-          f"{{ATOL:g}} + {{RTOL:g}} * |expected| = {{allowed.flat[worst]:.3e}} there; "
-          f"{{bad}} of {{diff.size}} elements outside")
-sys.exit(1 if outside else 0)
+    print(f"{{name}}: max abs diff {{diff.flat[worst]:.6e}} (expected {{want.flat[worst]:.9g}}, "
+          f"actual {{got.flat[worst]:.9g}}); tolerance {{ATOL:g}} + {{RTOL:g}} * |expected| = "
+          f"{{allowed.flat[worst]:.3e}} there; {{bad}} of {{diff.size}} elements outside")
+    return bad
+
+
+def session(path, level):
+    options = ort.SessionOptions()
+    options.graph_optimization_level = level
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
+bad = 0
 '''
+SUBGRAPH = '''sub = session(HERE / "subgraph.onnx", ort.GraphOptimizationLevel.{level})
+inputs, expected = np.load(HERE / "inputs.npz"), np.load(HERE / "expected.npz")
+feed = {{item.name: inputs[f"arr_{{k}}"] for k, item in enumerate(sub.get_inputs())}}
+for k, actual in enumerate(sub.run(None, feed)):
+    bad += outside(sub.get_outputs()[k].name, expected[f"arr_{{k}}"], actual)
+'''
+TAIL = "sys.exit(1 if bad else 0)\n"
 
 
 def repro_section(model: ModelResult) -> list[str]:
@@ -65,39 +87,76 @@ def repro_section(model: ModelResult) -> list[str]:
     if repro is None:
         return []
     folder = f"`{model.name}.repro/`"
-    if repro.omitted:
-        return ["", f"**Repro:** {folder} holds only `REPORT.md`: {repro.omitted}."]
+    step = _included(repro.step)
+    then = step_sentence(repro.step) if repro.step else ""
+    if repro.omitted and step is None:
+        return ["", f"**Repro:** {folder} holds only `REPORT.md`: {repro.omitted}.{then}"]
+    if repro.omitted and step is not None:
+        return ["", f"**Repro:** {folder} holds no subgraph: {repro.omitted}. It holds "
+                f"{step_files(step)}, `repro.py` and `REPORT.md`, a bug report ready to paste. "
+                f"{_download(model.name)} with `{step.model}` beside the folder, as the artifact "
+                f"holds them, and only numpy and onnxruntime installed ({figure(step)}: exits "
+                f"{int(step.reproduces)})."]
     inputs = ", ".join(f"`{name}`" for name in repro.inputs) or "the graph's inputs"
-    figure = (f"max abs diff {_e(repro.max_abs_diff)}, outside the tolerance: exits 1"
-              if repro.reproduces else
-              f"max abs diff {_e(repro.max_abs_diff)}, inside the tolerance on its own: exits 0")
+    verdict = (f"max abs diff {_e(repro.max_abs_diff)}, outside the tolerance: exits 1"
+               if repro.reproduces else
+               f"max abs diff {_e(repro.max_abs_diff)}, inside the tolerance on its own: exits 0")
     return ["", f"**Repro:** {folder} holds `subgraph.onnx` ({repro.nodes} node(s) computing "
             f"`{repro.value}` from {inputs}), `inputs.npz` and `expected.npz` ({_samples(repro)}), "
-            f"`repro.py` and `REPORT.md`, a bug report ready to paste. Download the workflow "
-            f"run's artifact (the output folder), then run `python {model.name}.repro/repro.py` "
-            f"with only numpy and onnxruntime installed ({figure})."]
+            f"`repro.py` and `REPORT.md`, a bug report ready to paste. {_download(model.name)} "
+            f"with only numpy and onnxruntime installed ({verdict}).{then}"]
+
+
+def _download(name: str) -> str:
+    return (f"Download the workflow run's artifact (the output folder), then run "
+            f"`python {name}.repro/repro.py`")
+
+
+def _included(step: StepRepro | None) -> StepRepro | None:
+    """The failing step, when its files are in the folder."""
+    return step if step is not None and step.omitted is None else None
 
 
 def repro_script(model: ModelResult, repro: Repro) -> str:
-    """repro.py: at most about 30 lines, numpy and onnxruntime only."""
+    """repro.py, numpy and onnxruntime only: the subgraph on its inputs (about 40 lines), and
+    a generating model's failing step through the whole decoder file."""
     doc = f"{model.name}: `{_op(repro)}` at {_where(repro)} against {REFERENCE[repro.reference]}."
-    return SCRIPT.format(doc=doc.replace('"', "'"), atol=repro.atol, rtol=repro.rtol,
-                         level=GRAPH_LEVELS[repro.optimization])
+    step = _included(repro.step)
+    if repro.omitted is not None and step is not None:
+        doc = f"{model.name}: {step_title(step)} against PyTorch's outputs."
+    parts = [HEAD.format(doc=doc.replace('"', "'"), atol=repro.atol, rtol=repro.rtol)]
+    if repro.omitted is None:
+        parts.append(SUBGRAPH.format(level=GRAPH_LEVELS[repro.optimization]))
+    if step is not None:
+        parts.append(step_script(step, GRAPH_LEVELS[step.optimization]))
+    return "".join([*parts, TAIL])
 
 
 def repro_report(model: ModelResult, repro: Repro, versions: dict[str, str]) -> str:
     """REPORT.md: a bug report ready to paste into an issue."""
-    lines = [f"# {_title(repro)}", "", *_what(model, repro), "", *_figures(repro), "",
+    step = repro.step
+    what = ([*_what(model, repro), "", *_figures(repro)] if step is None or repro.omitted is None
+            else _stepless(model, repro, step))
+    lines = [f"# {_title(repro)}", "", *what, "", *([*step_report(step), ""] if step else []),
              "## Versions", "", *_versions(model, repro, versions), "", *_how(model, repro)]
     return "\n".join(lines) + "\n"
 
 
 def _title(repro: Repro) -> str:
     figure = f": max abs diff {_e(repro.max_abs_diff)}" if repro.max_abs_diff is not None else ""
+    if repro.omitted and repro.step is not None:
+        return f"onnxruntime differs from PyTorch at {step_title(repro.step)}{figure}"
     if repro.reference == "optimizations-disabled":
         return (f"onnxruntime's graph optimizations change the result of `{_op(repro)}` "
                 f"({_where(repro)}){figure}")
     return f"onnxruntime differs from PyTorch at `{_op(repro)}` ({_where(repro)}){figure}"
+
+
+def _stepless(model: ModelResult, repro: Repro, step: StepRepro) -> list[str]:
+    """What a folder without a subgraph holds: the failing step alone."""
+    return [f"The model `{model.name}`, exported with {model.exporter} at opset {model.opset}, "
+            f"differs from PyTorch at {step_title(step)}, first in `{repro.value}`. This "
+            f"folder holds no subgraph: {repro.omitted}."]
 
 
 def _what(model: ModelResult, repro: Repro) -> list[str]:
@@ -146,12 +205,16 @@ def _versions(model: ModelResult, repro: Repro, versions: dict[str, str]) -> lis
 
 
 def _how(model: ModelResult, repro: Repro) -> list[str]:
-    if repro.omitted:
+    step = _included(repro.step)
+    if repro.omitted and step is None:
         return []
-    return ["## Reproduce", "", "In an environment with only numpy and onnxruntime "
-            "(no torch, no repository):", "", "```", f"python {model.name}.repro/repro.py",
-            "```", "", "It prints the max abs diff against `expected.npz` and the tolerance, "
-            "and exits 1 when an element is outside it."]
+    lines = ["## Reproduce", "", "In an environment with only numpy and onnxruntime "
+             "(no torch, no repository):", "", "```", f"python {model.name}.repro/repro.py",
+             "```"]
+    if repro.omitted is None:
+        lines += ["", "It prints the max abs diff against `expected.npz` and the tolerance, "
+                  "and exits 1 when an element is outside it."]
+    return lines + (step_how(step) if step is not None else [])
 
 
 def _samples(repro: Repro) -> str:

@@ -234,7 +234,8 @@ class ModelSpec:
         example="repro-max-mb = 16",
         doc="The most a failing model's `<name>.repro/` folder may hold, in megabytes: past it "
             "the inputs are cut to one sample, then the folder says the subgraph or its inputs "
-            f"were too large to include. {_OVERRIDES}")
+            "were too large to include (a generating model's failing step likewise: cut to its "
+            f"failing row, then left out). {_OVERRIDES}")
     # Deployment variants built from the verified fp32 model (variants/).
     variants: tuple[str, ...] = setting(
         "variants", kind=f"array of distinct {choices(VARIANTS)}",

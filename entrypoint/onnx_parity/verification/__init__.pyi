@@ -11,6 +11,7 @@ from .lengths import Assumed
 from .outputs import output_names, sample_notes, variant_nonfinite
 from .run_failures import reference_finding
 from .runtime import RuntimeFailure, Session, open_session, run_session
+from .step_repro import StepCase, not_localised, step_repro
 from .verified import Exported, TorchSide, Verified, verify_model
 
 __all__ = [
@@ -23,6 +24,7 @@ __all__ = [
     "Generated",
     "RuntimeFailure",
     "Session",
+    "StepCase",
     "TorchSide",
     "Verified",
     "check_generation",
@@ -30,12 +32,14 @@ __all__ = [
     "failing_cut",
     "first_sentence",
     "nonfinite_mismatch",
+    "not_localised",
     "open_session",
     "ort_feed",
     "output_names",
     "reference_finding",
     "run_session",
     "sample_notes",
+    "step_repro",
     "variant_nonfinite",
     "verify_model",
 ]

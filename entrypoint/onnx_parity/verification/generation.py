@@ -58,10 +58,22 @@ Sides = tuple[Decoders, Session, Session | None]  # the decoder's session, the e
 @dataclass(frozen=True)
 class FailingStep:
     """The first step whose outputs are outside the tolerance: its inputs as onnxruntime got
-    them (the past being its own presents), for localisation and the repro folder."""
+    them (the past being its own presents), for localisation and the repro folder, and
+    PyTorch's outputs there with the positions the check compared (step_repro.py)."""
 
     step: int
-    feed: dict[str, np.ndarray]  # by the ONNX input names
+    feed: dict[str, np.ndarray]  # by the ONNX input names (position_ids even if unused)
+    expected: dict[str, np.ndarray]  # PyTorch's outputs: logits, present.N.key ...
+    # (batch, total_sequence): 1 where the check compared a position (padded positions and
+    # rows stopped at the end-of-sequence token are 0).
+    compared: np.ndarray
+    first_row: int  # the prompt row of the batch's first row
+
+    @property
+    def past(self) -> int:
+        """The past's length at this step."""
+        return next((int(value.shape[2]) for name, value in self.feed.items()
+                     if name.startswith("past_key_values.")), 0)
 
 
 @dataclass
@@ -169,8 +181,9 @@ def _decode(sides: Sides, prompt: tuple[np.ndarray, np.ndarray],
         if step:
             mask = np.concatenate([mask, np.ones((rows, 1), dtype=np.int64)], axis=1)
         expected, actual = torch_side.step(ids, mask), onnx_side.step(ids, mask)
-        if not _compare(expected, actual, (mask, step, live), run) and run.failing is None:
-            run.failing = FailingStep(step, dict(onnx_side.feed))
+        if not _compare(expected, actual, (mask, step, live), run) and _first(run, step):
+            run.failing = FailingStep(step, dict(onnx_side.feed), _named(expected),
+                                      mask * live[:, None], first_row)
         chosen = expected.logits[:, -1].argmax(-1)
         picked = actual.logits[:, -1].argmax(-1)
         for row in np.flatnonzero(live & (chosen != picked)):
@@ -208,8 +221,24 @@ def _prompt_passes(sides: Sides, prompt: tuple[np.ndarray, np.ndarray],
         for start in range(0, len(ids), size):
             rows = slice(start, start + size)
             torch_side, onnx_side = _sides(sides, spec, rows)
-            _compare(torch_side.step(ids[rows], mask[rows]), onnx_side.step(ids[rows], mask[rows]),
-                     (mask[rows], 0, np.ones(len(ids[rows]), dtype=bool)), run)
+            expected = torch_side.step(ids[rows], mask[rows])
+            if not _compare(expected, onnx_side.step(ids[rows], mask[rows]),
+                            (mask[rows], 0, np.ones(len(ids[rows]), dtype=bool)),
+                            run) and _first(run, 0):
+                run.failing = FailingStep(0, dict(onnx_side.feed), _named(expected),
+                                          mask[rows], start)
+
+
+def _first(run: _Run, step: int) -> bool:
+    """Whether a failing `step` is the one to keep for the repro folder: the earliest (the
+    one the parity finding names), on the first batch that fails there."""
+    return run.failing is None or step < run.failing.step
+
+
+def _named(output: StepOutput) -> dict[str, np.ndarray]:
+    """PyTorch's outputs at the step, copied: a cache may reuse its tensors' memory."""
+    return {"logits": output.logits, **{name: np.array(value, copy=True)
+                                        for name, value in output.presents.items()}}
 
 
 def _compare(expected: StepOutput, actual: StepOutput,
@@ -220,8 +249,8 @@ def _compare(expected: StepOutput, actual: StepOutput,
     sequence = expected.logits.shape[1]
     keep = mask * live[:, None]
     pairs = [("logits", expected.logits, actual.logits,
-              Mask("attention_mask", keep[:, -sequence:], (0, 1)))]
-    pairs += [(name, value, actual.presents[name], Mask("attention_mask", keep, (0, 2)))
+              compared_positions("logits", keep, sequence))]
+    pairs += [(name, value, actual.presents[name], compared_positions(name, keep, sequence))
               for name, value in expected.presents.items()]
     for name, torch_value, onnx_value, masked in pairs:
         row = compare_masked(name, len(mask), (torch_value, onnx_value), run.tolerance, masked)
@@ -234,13 +263,20 @@ def _compare(expected: StepOutput, actual: StepOutput,
     return all(row.passed for row in run.comparisons[-len(pairs):])
 
 
+def compared_positions(output: str, keep: np.ndarray, sequence: int) -> Mask:
+    """Where a step's output is compared: `keep` (batch, total_sequence) along the logits'
+    sequence axis (its last `sequence` columns: the step's new tokens) or a present's
+    total_sequence axis."""
+    if output == "logits":
+        return Mask("attention_mask", keep[:, -sequence:], (0, 1))
+    return Mask("attention_mask", keep, (0, 2))
+
+
 def failing_cut(module: Any, model: Path, bound: BoundInputs, spec: ModelSpec,
                 failing: FailingStep) -> CutRun:
     """The failing step as a cut of the exported call (`module` and `bound`: the flat wrapper
     export/ exported, or the module itself), for localise.target and localise.localise."""
     session = open_session(model, spec.runtime_optimization)
     size = len(failing.feed["input_ids"])
-    past = next((value.shape[2] for name, value in failing.feed.items()
-                 if name.startswith("past_key_values.")), 0)
     return run_cut(module, session, bound, spec,
-                   Cut(failing.feed, size, {"step": failing.step, "past_sequence": past}))
+                   Cut(failing.feed, size, {"step": failing.step, "past_sequence": failing.past}))
