@@ -46,6 +46,28 @@ def gpt2():
                                       n_head=4)).eval()
 
 
+def mistral_sliding():
+    """A sliding window of 4 positions: a 6-token prompt is past it from the prompt pass."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)
+    return MistralForCausalLM(MistralConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        sliding_window=4)).eval()
+
+
+def qwen2_sliding():
+    """Layer 0 full attention, layer 1 a sliding window of 4 (max_window_layers = 1)."""
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    return Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        use_sliding_window=True, sliding_window=4, max_window_layers=1)).eval()
+
+
 class _Tiny(torch.nn.Module):
     """One attention layer of 2 heads of 8 with a flat cache: past = (key, value)."""
 
@@ -194,6 +216,51 @@ def test_a_tiny_gpt2_generates_the_same_tokens(tmp_path: Path) -> None:
     layout = onnx_layout(out / "m.onnx")
     assert "position_ids" in layout
     assert "present.1.value" in layout
+
+
+@pytest.mark.slow
+def test_sliding_window_models_generate_the_same_tokens_past_their_window(
+        tmp_path: Path) -> None:
+    """A Mistral and a Qwen2 (one full, one sliding layer) whose window of 4 positions every
+    step is past: their own cache keeps the window's last 3 positions, the exported file's
+    present the whole past; both in one run (one run costs less than two)."""
+    repo = write_repo(tmp_path, 'factory = "models.library:mistral_sliding"\n'
+                      "generate = { steps = 6 }\n"
+                      '[[model]]\nname = "qwen2"\nfactory = "models.library:qwen2_sliding"\n'
+                      'inputs = { input_ids = "samples/input_ids.npy", attention_mask = '
+                      '"samples/attention_mask.npy" }\ngenerate = { steps = 6 }\n')
+    run = run_cli("check", "--jobs", "1", cwd=repo, out=tmp_path / "out")
+    assert run.code == 0, run.stdout + run.stderr
+    for name, result in run.models().items():
+        assert result["passed"], errors(result)
+        assert result["exporter"] == "dynamo"
+        assert result["generation"]["tokens_agree"] == [6] * 4
+        assert max(result["generation"]["max_logit_diff"]) <= result["atol"]
+        layout = onnx_layout(tmp_path / "out" / f"{name}.onnx")
+        assert layout["past_key_values.1.key"] == ["batch", 2, "past_sequence", 8]
+        # the whole past: never cut to the window
+        assert layout["present.1.key"][2] in ("total_sequence", "past_sequence + sequence")
+        # the presents compared at the last step: the 3 positions PyTorch's window kept
+        [last] = [c for c in result["comparisons"] if c["output"] == "present.1.key"
+                  and c["dimensions"]["step"] == 5 and c["batch_size"] == 4]
+        assert last["total"] == 4 * 2 * 3 * 8
+
+
+def test_a_cache_built_from_flat_inputs_keeps_the_whole_past_of_a_sliding_window() -> None:
+    """A sliding-window layer keeps its window's last positions; the cache the exported step
+    is built with holds full layers, whose present is the past plus the new tokens."""
+    import torch
+    from transformers import MistralConfig
+
+    from onnx_parity.models.call_arguments import build_argument
+
+    config = MistralConfig(num_hidden_layers=2, sliding_window=4)
+    past = {f"{n}.{part}": torch.zeros(1, 2, 6, 8) for n in range(2) for part in ("key", "value")}
+    cache = build_argument(past, config)
+    keys, _ = cache.update(torch.ones(1, 2, 1, 8), torch.ones(1, 2, 1, 8), 1)
+    assert keys.shape[2] == 7
+    assert [layer.keys.shape[2] for layer in cache.layers] == [6, 7]
+    assert cache.get_seq_length() == 6
 
 
 @pytest.mark.slow

@@ -35,6 +35,18 @@ CACHE_FIX = (
     "forward-kwargs = { use_cache = true }; outputs `present.N.key` / `.value`), or wrap the "
     "model in a module whose forward builds the cache from tensors and returns each layer's "
     "keys and values as tensors.")
+# torch.onnx's decomposition of the captured program gives a tensor other strides than the
+# capture saw, and a `reshape` captured as a view of it fails: measured on torch 2.13 with T5
+# under transformers' scaled-dot-product attention (T5's transpose-then-reshape of the
+# attention's output was captured as a view); with eager attention it exports.
+STRIDED_VIEW = ("Failed to decompose", "Cannot view a tensor")
+STRIDED_VIEW_FIX = (
+    "torch.onnx's decomposition gave a tensor other strides than the captured graph, whose "
+    "`reshape` of it became a view (torch 2.13 does this to T5 under transformers' "
+    "scaled-dot-product attention). For a dynamo export of a transformers model, build it "
+    'with eager attention: model.set_attn_implementation("eager") in the factory, or '
+    'from_pretrained(..., attn_implementation="eager") (the same attention, unfused); or '
+    'pin `exporter = "torchscript"`, which exports it as it is.')
 # Where a TorchScript symbolic's message turns into an IR dump (kept in the log only).
 IR_DUMP = re.compile(r"\s*\[Caused by |\n\s*\(node defined in |\n\s*Inputs:\n")
 
@@ -83,6 +95,8 @@ def classify(exporter: str, error: BaseException, log: AttemptLog) -> ExportFail
     failure.full_text = strip_ansi(text)
     if kind == "export-error" and CACHE.search(failure.full_text + message):
         failure.fix = CACHE_FIX  # another exporter or opset cannot flatten it either
+    elif kind == "export-error" and all(part in failure.full_text for part in STRIDED_VIEW):
+        failure.fix = STRIDED_VIEW_FIX
     return failure
 
 

@@ -217,6 +217,7 @@ def fallback_findings(failures: Sequence[ExportFailure], exported: Exported | No
         reasons = "; ".join(f"{f.exporter} failed ({f.kind}: {f.message})" for f in failures)
         findings.append(Finding(
             "exporter-fallback", f"exported with {exported.exporter} after: {reasons}",
+            fix=next((f.fix for f in failures if f.fix), None),  # a failure's own fix
             details={"attempts": [f.exporter for f in failures] + [exported.exporter]},
         ))
     return findings

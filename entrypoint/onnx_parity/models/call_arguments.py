@@ -162,13 +162,24 @@ def build_argument(members: Mapping[str, Any], config: Any = None) -> Any:
 
 
 def dynamic_cache(members: Mapping[str, Any], config: Any = None) -> Any:
-    """transformers' DynamicCache holding `N.key` / `N.value` as layer N's keys and values."""
+    """transformers' DynamicCache holding `N.key` / `N.value` as layer N's keys and values,
+    its layers of the kinds the config says, except that a sliding-window layer is a full one.
+    A sliding layer keeps only its window's last positions: its present would not be the past
+    plus the new tokens (the layout's total_sequence), and an export bakes whether the window
+    was full (a tiny Mistral, Qwen2, Phi3 or Gemma2 went wrong once past its window). A full
+    layer gives the same logits (the model's mask applies the window) and the whole past."""
     from transformers import DynamicCache
+    from transformers.cache_utils import DynamicLayer
 
+    full: Any = DynamicLayer
     count = 1 + max(int(member.partition(".")[0]) for member in members)
-    pairs = [(members[f"{layer}.key"], members[f"{layer}.value"]) for layer in range(count)]
     with_config = config if hasattr(config, "get_text_config") else None
-    return DynamicCache(ddp_cache_data=pairs, config=with_config)
+    cache = DynamicCache(config=with_config)
+    cache.layers[:] = [full() if getattr(layer, "is_sliding", False) else layer
+                       for layer in cache.layers]
+    for layer in range(count):
+        cache.update(members[f"{layer}.key"], members[f"{layer}.value"], layer)
+    return cache
 
 
 def _quoted(names: list[str]) -> str:

@@ -25,6 +25,8 @@ ran = decoder.run(None, {{item.name: feed[item.name] for item in decoder.get_inp
 got = dict(zip(names, ran))
 for name in (name for name in want.files if name in got):  # `compared`: (batch, total_sequence)
     axis, value = (1 if name == "logits" else 2), got[name]
+    if value.ndim == 4 and want[name].shape[axis] < value.shape[axis]:  # a sliding window's
+        value = value[:, :, -want[name].shape[axis]:]  # cache in PyTorch: its last positions
     kept = want["compared"][:, -value.shape[axis]:]
     shape = [len(kept)] + [kept.shape[1] if a == axis else 1 for a in range(1, value.ndim)]
     keep = (np.broadcast_to(kept.reshape(shape), value.shape) if kept.shape[1] == value.shape[axis]

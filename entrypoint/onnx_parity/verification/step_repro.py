@@ -30,8 +30,12 @@ from onnx_parity.findings import Finding
 from onnx_parity.generation_results import StepRepro
 from onnx_parity.results import OutputComparison, Repro
 from onnx_parity.settings import ModelSpec
-from onnx_parity.verification.compare import compare_masked
-from onnx_parity.verification.generation import FailingStep, compared_positions
+from onnx_parity.verification.compare import Mask, compare_masked
+from onnx_parity.verification.generation import (
+    FailingStep,
+    compared_positions,
+    compared_present,
+)
 from onnx_parity.verification.localise import Localised
 from onnx_parity.verification.repro import MB
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session, run_session
@@ -131,9 +135,18 @@ def _figures(case: StepCase, spec: ModelSpec, actual: dict[str, np.ndarray],
     """The check's rule on the check's positions, for the outputs PyTorch gave at the step
     (`actual`: onnxruntime's outputs for the batch's `rows`)."""
     keep, sequence = case.failing.compared[rows], case.failing.expected["logits"].shape[1]
-    return [compare_masked(name, len(keep), (value[rows], actual[name]), (spec.atol, spec.rtol),
-                           compared_positions(name, keep, sequence))
-            for name, value in case.failing.expected.items() if name in actual]
+    return [compare_masked(name, len(keep), (value[rows], got), (spec.atol, spec.rtol), mask)
+            for name, value in case.failing.expected.items() if name in actual
+            for got, mask in [_positions(name, value[rows], actual[name], (keep, sequence))]]
+
+
+def _positions(name: str, expected: np.ndarray, actual: np.ndarray,
+               where: tuple[np.ndarray, int]) -> tuple[np.ndarray, Mask]:
+    """onnxruntime's output and the positions compared there, as the check compares them."""
+    keep, sequence = where
+    if name == "logits":
+        return actual, compared_positions(name, keep, sequence)
+    return compared_present(expected, actual, keep)
 
 
 def _failing_row(case: StepCase, spec: ModelSpec, actual: dict[str, np.ndarray]) -> int:
