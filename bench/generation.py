@@ -52,7 +52,7 @@ CASES = {
                  "vocab_size=256, hidden_size=64, intermediate_size=128, num_hidden_layers=2, "
                  "num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128",
                  256, 8),
-    "100m": Case("Llama, 8 layers, width 768, vocabulary 32,000",
+    "100m": Case("Llama, 8 layers, width 768, vocabulary 32,000: 99.5M parameters",
                  "vocab_size=32000, hidden_size=768, intermediate_size=2048, "
                  "num_hidden_layers=8, num_attention_heads=12, num_key_value_heads=4, "
                  "max_position_embeddings=256, tie_word_embeddings=False",

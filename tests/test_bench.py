@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SERIES = ("parity", "serial", "bare", "help", "jobs1", "jobs2")
 # The anchors other docs pages link to (docs/*.md -> benchmarks.md#...).
 PAGE_ANCHORS = ("overhead", "help", "parallel", "localisation", "variants", "profile", "scaling",
-                "cache", "reproduce")
+                "cache", "generation", "reproduce")
 
 
 @pytest.mark.slow
