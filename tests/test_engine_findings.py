@@ -56,6 +56,22 @@ def test_parity_mismatch_at_zero_tolerance_reports_figures(check_model):
     assert "max abs diff" in finding.message
 
 
+def test_a_localisation_that_cannot_run_the_model_again_keeps_the_verdict(check_model):
+    """Localising comes after the verdict: the model's code failing when run again for its
+    intermediate values (here a module refusing forward hooks) is the reason no node is
+    named, and the mismatch with its figures stays."""
+    result = check_model(model("hook-shy", "HookShy",
+                               extra='exporter = "torchscript"\natol = 0.0\nrtol = 0.0\n'))
+    finding = one(result, "parity-mismatch")
+    assert "max abs diff" in finding.message
+    assert result.comparisons
+    assert max(c.max_abs_diff for c in result.comparisons) > 0
+    assert result.divergence is not None
+    assert result.divergence.unlocalised == (
+        "running PyTorch again for the intermediate values raised RuntimeError: "
+        "HookShy runs without forward hooks")
+
+
 def test_frozen_dimension_without_dynamic_axes(check_model):
     result = check_model(model("frozen", "Linear", dynamic=False))
     finding = one(result, "frozen-dimension")

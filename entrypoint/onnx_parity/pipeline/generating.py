@@ -37,6 +37,7 @@ from onnx_parity.verification import (
     EncoderSide,
     FailingStep,
     StepCase,
+    attach_localised,
     check_generation,
     failing_cut,
     localise,
@@ -150,7 +151,7 @@ def _localised(failed: Failed, exported: tuple[Any, BoundInputs], job: ModelJob,
     case = StepCase(ledger.spec.name, outcome.model.path, failed.failing, job.threads)
     ledger.repro = step_repro(case, ledger.spec, localised.repro if localised else None,
                               not_localised(failed.findings, localised))
-    return localise.attach(failed.findings, localised, job.repo) if localised else failed.findings
+    return attach_localised(failed.findings, localised, job.repo) if localised else failed.findings
 
 
 def _variants(model: GeneratingModel, ledger: Ledger) -> None:

@@ -58,6 +58,7 @@ from onnx_parity.verification import (
     Exported,
     TorchSide,
     Verified,
+    attach_localised,
     frozen,
     localise,
     reference_finding,
@@ -277,7 +278,7 @@ def _localise(built: Built, failure: tuple[CutRun, str, bool], verified: Verifie
         outcome.attempts)
     localised = localise.localise(request, *failure)
     ledger.divergence, ledger.repro = localised.divergence, localised.repro
-    verified.findings = localise.attach(verified.findings, localised, job.repo)
+    verified.findings = attach_localised(verified.findings, localised, job.repo)
 
 
 def _load(spec: ModelSpec, repo: Path, ledger: Ledger) -> SampleSet:

@@ -8,6 +8,7 @@ from .drift import drift_findings
 from .encoder_decoding import EncoderSide
 from .generation import Decoders, FailingStep, Generated, check_generation, failing_cut
 from .lengths import Assumed
+from .localised_findings import attach_localised
 from .outputs import output_names, sample_notes, variant_nonfinite
 from .run_failures import reference_finding
 from .runtime import RuntimeFailure, Session, open_session, run_session
@@ -27,6 +28,7 @@ __all__ = [
     "StepCase",
     "TorchSide",
     "Verified",
+    "attach_localised",
     "check_generation",
     "drift_findings",
     "failing_cut",

@@ -11,6 +11,7 @@ node's line and says so in one sentence; every compared node goes to `<name>.div
 from __future__ import annotations
 
 import dataclasses
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,9 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.finding_details import FirstDivergence
 from onnx_parity.findings import CATALOGUE, Finding
-from onnx_parity.locations import scrub_paths, source_line
+from onnx_parity.locations import scrub_paths
 from onnx_parity.model_files import ModelFile
 from onnx_parity.models import BoundInputs, as_call
 from onnx_parity.results import Divergence, ExportAttempt, NodeCheck, OutputComparison, Repro
@@ -28,7 +28,7 @@ from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.cuts import CutRun, ort_feed
 from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
-from onnx_parity.verification.divergence_text import dynamo_hint, first_sentence
+from onnx_parity.verification.divergence_text import dynamo_hint
 from onnx_parity.verification.node_sources import Origin, dynamo_origin
 from onnx_parity.verification.onnx_values import (
     LOCALISATION_LEVEL,
@@ -41,7 +41,6 @@ from onnx_parity.verification.reduce import (
     DISABLED,
     PYTORCH,
     Reduced,
-    attach_reduction,
     reduce_model,
 )
 from onnx_parity.verification.repro import ReproCase, build_repro
@@ -141,22 +140,37 @@ def localise(request: Localisation, run: CutRun, output: str, drift: bool = Fals
     if request.program is not None and values > limit:  # marking them all would not fit
         return _reduced(attempt, _empty(attempt, f"the graph computes {values} values, over "
                                         f"localise-max-values = {limit}"), PYTORCH)
-    try:
-        if time.monotonic() > request.deadline:
-            raise LocalisationTimeout
-        compared, skipped = (_dynamo_values if request.program is not None
-                             else _module_values)(request, graph, run)
-    except LocalisationTimeout:
-        return Localised(output, _empty(attempt, "stopped to stay within timeout-seconds"))
-    except RuntimeFailure as error:
-        return Localised(output, _empty(
-            attempt, f"onnxruntime cannot run the graph's values: {error.message}"))
+    found = _values(attempt, graph)
+    if isinstance(found, str):
+        return Localised(output, _empty(attempt, found))
+    compared, skipped = found
     if not compared:
         reason = ("no value of the exported graph has a counterpart in PyTorch"
                   if request.program is not None else "the graph names no module scope of a "
                   f"leaf module; {_needs_dynamo(request)}")
         return Localised(attempt.output, _empty(attempt, reason))
     return _judged(attempt, graph, compared, skipped)
+
+
+def _values(attempt: _Attempt, graph: Graph) -> tuple[list[Compared], int] | str:
+    """Both sides' values of the graph's compared points, or why there are none. Localising
+    comes after the verdict: nothing it raises may lose what was measured, so the model's own
+    code failing when run again (a module refusing forward hooks, a graph rerun past what
+    torch recorded) is a reason like the others."""
+    request = attempt.request
+    try:
+        if time.monotonic() > request.deadline:
+            raise LocalisationTimeout
+        return (_dynamo_values if request.program is not None
+                else _module_values)(request, graph, attempt.run)
+    except LocalisationTimeout:
+        return "stopped to stay within timeout-seconds"
+    except RuntimeFailure as error:
+        return f"onnxruntime cannot run the graph's values: {error.message}"
+    except Exception as error:  # the model's code, run again for its intermediate values
+        said = (str(error).strip().splitlines() or [""])[0]
+        return ("running PyTorch again for the intermediate values raised "
+                f"{type(error).__name__}: {textwrap.shorten(said, 300)}")
 
 
 def _judged(attempt: _Attempt, graph: Graph, compared: list[Compared],
@@ -286,58 +300,3 @@ def _divergence(attempt: _Attempt, nodes: tuple[NodeCheck, ...], skipped: int,
 
 def _empty(attempt: _Attempt, reason: str) -> Divergence:
     return _divergence(attempt, (), 0, reason)
-
-
-def attach(findings: list[Finding], localised: Localised, repo: Path) -> list[Finding]:
-    """The parity finding of the localised output moves to the diverging line and says so;
-    a failing finding of a reduced output, to where the bisection found its start."""
-    divergence = localised.divergence
-    if divergence is not None:
-        findings = [_attached(f, divergence, repo)
-                    if CATALOGUE[f.code].localised and f.details.get("output") == divergence.output
-                    else f
-                    for f in findings]
-    if localised.reduced is None:
-        return findings
-    codes = frozenset(code for code, info in CATALOGUE.items() if info.localised)
-    return attach_reduction(findings, localised.output, localised.reduced,
-                            codes | {"optimizer-drift"})
-
-
-def _attached(finding: Finding, divergence: Divergence, repo: Path) -> Finding:
-    first = divergence.first
-    if first is None:
-        note = f"Not localised: {divergence.unlocalised}."
-        return dataclasses.replace(finding, message=f"{finding.message}. {note}",
-                                   details={**finding.details, "localisation": note})
-    details = first_details(divergence, first, repo)
-    return dataclasses.replace(
-        finding, message=f"{finding.message}. {first_sentence(divergence, first)}",
-        file=first.file or finding.file, line=first.line if first.file else finding.line,
-        fix=finding.fix or _localised_fix(first),
-        details={**finding.details, "first_divergence": details},
-    )
-
-
-def _localised_fix(first: NodeCheck) -> str:
-    where = f"`{first.file}:{first.line}`" if first.file else f"node `{first.node}`"
-    op = (first.op or "").removesuffix(".default")
-    return (f"The drift starts at {where} (`{op}`); the nodes after it only inherit it. Change "
-            "how that operation is exported (rewrite it with other operators, try the other "
-            "exporter or another opset); if the drift is acceptable, raise `atol`/`rtol` for "
-            "this model to the smallest passing atol shown.")
-
-
-def first_details(divergence: Divergence, first: NodeCheck, repo: Path) -> FirstDivergence:
-    source = source_line(repo, first.file, first.line) if first.file and first.line else None
-    details: FirstDivergence = {
-        "node": first.node, "op": first.op, "module": first.module, "file": first.file,
-        "line": first.line, "source": source, "max_abs_diff": first.max_abs_diff,
-        "max_rel_diff": first.max_rel_diff,
-        "inputs_max_abs_diff": divergence.inputs_max_abs_diff,
-        "nodes_compared": len(divergence.nodes), "nodes_skipped": divergence.nodes_skipped,
-        "runtime_optimization": divergence.optimization, "batch_size": divergence.batch_size,
-    }
-    if first.library_frame:
-        details["library_frame"] = first.library_frame
-    return details

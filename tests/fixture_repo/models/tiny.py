@@ -117,3 +117,18 @@ class TinyEncoder(nn.Module):
 
     def forward(self, ids: torch.Tensor) -> torch.Tensor:
         return self.head(self.encoder(self.embed(ids)).mean(1))
+
+
+class HookShy(nn.Module):
+    """A layer norm (a leaf module) that refuses to run under forward hooks, as some fused
+    library modules do: localising by module outputs cannot record its value."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.norm = nn.LayerNorm(12)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.norm._forward_hooks:
+            raise RuntimeError("HookShy runs without forward hooks")
+        return torch.exp(4 * self.norm(x))
