@@ -5,7 +5,8 @@ failed, in the model's worker (dynamo's exported program never leaves it). PyTor
 every intermediate node is compared with onnxruntime's value of the same node in the shipped
 graph, with the model's own atol/rtol, element by element (verification/compare.py's rule);
 divergence.py names the node that introduces the drift. The parity finding then points at that
-node's line and says so in one sentence; every compared node goes to `<name>.divergence.json`.
+node's line and says so in one sentence (localised_findings.py); every compared node goes to
+`<name>.divergence.json`.
 """
 
 from __future__ import annotations
