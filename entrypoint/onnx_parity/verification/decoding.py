@@ -31,6 +31,17 @@ def position_ids(mask: np.ndarray, sequence: int) -> np.ndarray:
     return positions[:, -sequence:].astype(np.int64)
 
 
+def step_failure(error: Exception, what: str, ids: np.ndarray,
+                 mask: np.ndarray) -> ReferenceFailure:
+    """PyTorch's own failure at a step, naming the step's new tokens and past length (its
+    worker reports it as the model's runtime-error)."""
+    failure = ReferenceFailure(
+        f"{type(error).__name__}: {error} ({what} with {ids.shape[1]} new token(s) after "
+        f"{mask.shape[1] - ids.shape[1]} past positions)", error)
+    failure.batch_size = len(ids)
+    return failure
+
+
 @dataclass
 class TorchDecoder:
     """The model's own forward and cache. `flat`: forward(ids, mask, [positions,] *past)."""
@@ -48,11 +59,7 @@ class TorchDecoder:
         try:
             return self._step(ids, mask)
         except Exception as error:  # whatever forward raises is the model's failure
-            failure = ReferenceFailure(
-                f"{type(error).__name__}: {error} (a decoding step with {ids.shape[1]} new "
-                f"token(s) after {mask.shape[1] - ids.shape[1]} past positions)", error)
-            failure.batch_size = len(ids)
-            raise failure from error
+            raise step_failure(error, "a decoding step", ids, mask) from error
 
     def _step(self, ids: np.ndarray, mask: np.ndarray) -> StepOutput:
         import torch

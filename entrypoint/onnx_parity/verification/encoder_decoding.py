@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models import CacheShape, ReferenceFailure
-from onnx_parity.verification.decoding import StepOutput
+from onnx_parity.models import CacheShape
+from onnx_parity.verification.decoding import StepOutput, step_failure
 from onnx_parity.verification.runtime import Session, run_session
 
 
@@ -51,11 +51,7 @@ class TorchEncoderDecoder:
         try:
             return self._step(ids)
         except Exception as error:  # whatever forward raises is the model's failure
-            failure = ReferenceFailure(
-                f"{type(error).__name__}: {error} (an encoder-decoder step with {ids.shape[1]} "
-                f"new token(s) after {mask.shape[1] - ids.shape[1]} past positions)", error)
-            failure.batch_size = len(ids)
-            raise failure from error
+            raise step_failure(error, "an encoder-decoder step", ids, mask) from error
 
     def _step(self, ids: np.ndarray) -> StepOutput:
         import torch
