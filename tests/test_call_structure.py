@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixture_repo.harness import run_cli
+from fixture_repo.harness import run_cli, write_model_repo
 
 MODELS = '''
 import torch
@@ -58,18 +58,11 @@ class Conditioned(torch.nn.Module):
 
 def write_repo(root: Path, model: str, samples: dict[str, np.ndarray]) -> Path:
     """A repository holding models/library.py, the samples and `model` (a [[model]] body)."""
-    repo = root / "repo"
-    (repo / "models").mkdir(parents=True)
-    (repo / "samples").mkdir()
-    (repo / "models" / "__init__.py").write_text("", encoding="utf-8")
-    (repo / "models" / "library.py").write_text(textwrap.dedent(MODELS), encoding="utf-8")
-    for name, array in samples.items():
-        np.save(repo / "samples" / f"{name}.npy", array)
     inputs = ", ".join(f'"{name}" = "samples/{name}.npy"' for name in samples)
-    (repo / "onnx-parity.toml").write_text(
+    return write_model_repo(
+        root, ("library", MODELS), samples,
         f"batch-sizes = [1, 2]\n[[model]]\nname = \"m\"\ninputs = {{ {inputs} }}\n"
-        f"{textwrap.dedent(model)}", encoding="utf-8")
-    return repo
+        f"{textwrap.dedent(model)}")
 
 
 def checked(tmp_path: Path, model: str, samples: dict[str, np.ndarray]) -> tuple[dict, Path]:

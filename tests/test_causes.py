@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixture_repo.harness import CliRun, line_of, run_cli
+from fixture_repo.harness import CliRun, line_of, run_cli, write_model_repo
 
 MODELS = '''
 import torch
@@ -144,15 +144,7 @@ def test_a_constant_that_keeps_its_value_at_another_length_is_no_evidence(traced
 
 
 def write_repo(root: Path, config: str, samples: dict[str, np.ndarray]) -> Path:
-    repo = root / "repo"
-    (repo / "models").mkdir(parents=True)
-    (repo / "samples").mkdir()
-    (repo / "models" / "__init__.py").write_text("", encoding="utf-8")
-    (repo / "models" / "causes.py").write_text(textwrap.dedent(MODELS), encoding="utf-8")
-    for name, array in samples.items():
-        np.save(repo / "samples" / f"{name}.npy", array)
-    (repo / "onnx-parity.toml").write_text(textwrap.dedent(config), encoding="utf-8")
-    return repo
+    return write_model_repo(root, ("causes", MODELS), samples, textwrap.dedent(config))
 
 
 def findings(run: CliRun, name: str) -> list[dict]:

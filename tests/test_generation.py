@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixture_repo.harness import run_cli
+from fixture_repo.harness import run_cli, write_model_repo
 
 MODELS = '''
 import torch
@@ -141,18 +141,11 @@ def prompts() -> dict[str, np.ndarray]:
 
 
 def write_repo(root: Path, model: str) -> Path:
-    repo = root / "repo"
-    (repo / "models").mkdir(parents=True)
-    (repo / "samples").mkdir()
-    (repo / "models" / "__init__.py").write_text("", encoding="utf-8")
-    (repo / "models" / "library.py").write_text(textwrap.dedent(MODELS), encoding="utf-8")
-    for name, array in prompts().items():
-        np.save(repo / "samples" / f"{name}.npy", array)
-    (repo / "onnx-parity.toml").write_text(
+    return write_model_repo(
+        root, ("library", MODELS), prompts(),
         'batch-sizes = [1, 4]\n[[model]]\nname = "m"\ninputs = { input_ids = '
         '"samples/input_ids.npy", attention_mask = "samples/attention_mask.npy" }\n'
-        + textwrap.dedent(model), encoding="utf-8")
-    return repo
+        + textwrap.dedent(model))
 
 
 def checked(tmp_path: Path, model: str, repo: Path | None = None) -> tuple[dict, Path]:

@@ -7,13 +7,12 @@ from __future__ import annotations
 
 import json
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from fixture_repo.harness import run_cli
+from fixture_repo.harness import run_cli, write_model_repo
 from test_generation import errors, onnx_layout
 
 MODELS = '''
@@ -88,18 +87,11 @@ def bart_baked():
 
 def write_repo(root: Path, factory: str, samples: dict[str, np.ndarray], steps: int,
                extra: str = "") -> Path:
-    repo = root / "repo"
-    (repo / "models").mkdir(parents=True)
-    (repo / "samples").mkdir()
-    (repo / "models" / "__init__.py").write_text("", encoding="utf-8")
-    (repo / "models" / "library.py").write_text(textwrap.dedent(MODELS), encoding="utf-8")
-    for name, array in samples.items():
-        np.save(repo / "samples" / f"{name}.npy", array)
     inputs = ", ".join(f'{name} = "samples/{name}.npy"' for name in samples)
-    (repo / "onnx-parity.toml").write_text(
+    return write_model_repo(
+        root, ("library", MODELS), samples,
         f'batch-sizes = [1, 3]\n[[model]]\nname = "m"\nfactory = "models.library:{factory}"\n'
-        f"inputs = {{ {inputs} }}\ngenerate = {{ steps = {steps} }}\n{extra}", encoding="utf-8")
-    return repo
+        f"inputs = {{ {inputs} }}\ngenerate = {{ steps = {steps} }}\n{extra}")
 
 
 def checked(tmp_path: Path, factory: str, samples: dict[str, np.ndarray],

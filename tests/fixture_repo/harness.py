@@ -13,6 +13,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,6 +36,22 @@ class Payload:
 def copy_repo(destination: Path) -> Path:
     shutil.copytree(FIXTURE_REPO, destination, ignore=shutil.ignore_patterns("__pycache__"))
     return destination
+
+
+def write_model_repo(root: Path, module: tuple[str, str], samples: dict[str, np.ndarray],
+                     config: str) -> Path:
+    """`root/repo`: `models/<name>.py` holding the `(name, source)` module (dedented), each
+    sample as `samples/<name>.npy`, and onnx-parity.toml holding `config`."""
+    repo = root / "repo"
+    (repo / "models").mkdir(parents=True)
+    (repo / "samples").mkdir()
+    (repo / "models" / "__init__.py").write_text("", encoding="utf-8")
+    name, source = module
+    (repo / "models" / f"{name}.py").write_text(textwrap.dedent(source), encoding="utf-8")
+    for sample, array in samples.items():
+        np.save(repo / "samples" / f"{sample}.npy", array)
+    (repo / "onnx-parity.toml").write_text(config, encoding="utf-8")
+    return repo
 
 
 def write_samples(repo: Path) -> None:
