@@ -22,6 +22,14 @@ batch-sizes = [1, 2]
 inputs = { pixel_values = "samples/images.npy" }
 dynamic-axes = { pixel_values = { 0 = "batch", 2 = "height", 3 = "width" } }
 
+# transformers 5 installs output-capturing hooks on its first forward (issue 27 §1).
+[[model]]
+name = "segformer"
+factory = "models.lengths:tiny_segformer"
+batch-sizes = [1, 2]
+inputs = { pixel_values = "samples/images.npy" }
+dynamic-axes = { pixel_values = { 0 = "batch", 2 = "height", 3 = "width" } }
+
 [[model]]
 name = "padded-torchscript"
 factory = "models.lengths:PaddedAttention"
@@ -123,6 +131,22 @@ def test_a_swin_traced_by_torchscript_fails_at_a_length_no_power_of_two_divides(
     assert [f for f in swin["findings"] if f["severity"] == "error"
             and f["code"] in ("tracer-warning", "data-dependent-branch")
             and "transformers/models/swin/modeling_swin.py:" in f["message"]]
+
+
+@pytest.mark.slow
+def test_a_segformer_that_hooks_itself_on_its_first_call_passes_every_batch_and_length(sweep):
+    """Its reference runs at batch 1 then 2 (and the exporters' traces) keep the hooks and the
+    flag its first call installed: nothing is captured twice, nothing fails."""
+    segformer = sweep.models()["segformer"]
+    assert segformer["passed"], [(f["code"], f["message"]) for f in segformer["findings"]]
+    assert segformer["exporter"] == "dynamo"
+    shapes = {(c["batch_size"], tuple(c["input_shapes"]["pixel_values"]))
+              for c in segformer["comparisons"]}
+    assert {batch for batch, _ in shapes} == {1, 2}
+    for axis in ("height", "width"):
+        assert segformer["lengths"][axis]["run"] == [64, 32, 49, 80]
+    assert (2, (2, 3, 49, 64)) in shapes and (1, (1, 3, 64, 80)) in shapes
+    assert segformer["max_abs_diff"] < 1e-4
 
 
 @pytest.mark.slow

@@ -14,6 +14,7 @@ from onnx_parity.export.guards import capture_program
 from onnx_parity.export.saving import export_folder, gathered, save_program
 from onnx_parity.locations import shorten
 from onnx_parity.model_files import ModelFile
+from onnx_parity.models import one_run
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,7 @@ def export(exporter: str, request: ExportRequest, destination: Path) -> Exported
     started = time.perf_counter()
     failure: Exception | None = None
     program: Any = None
-    with captured() as capture:
+    with captured() as capture, one_run(request.module, eager=False):
         try:
             model, program, uncaptured = run(request, destination)
         except Exception as error:  # every exporter failure becomes evidence, never a crash

@@ -11,6 +11,7 @@ from .factory import LoadedModel, build_model
 from .flat_call import FlatInputs, flat_inputs, has_structure
 from .load_errors import LoadError, load_finding
 from .model_zoo import GoldenCase
+from .module_state import one_run
 from .probe import ProbeResult, probe_model
 from .reference import (
     Call,
@@ -59,6 +60,7 @@ __all__ = [
     "load_finding",
     "load_samples",
     "missing_release_note",
+    "one_run",
     "probe_model",
     "resize",
     "run_reference",

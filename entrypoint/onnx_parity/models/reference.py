@@ -12,7 +12,7 @@ from onnx_parity.locations import shorten
 from onnx_parity.models.binding import BoundInputs
 from onnx_parity.models.call_arguments import structured_call
 from onnx_parity.models.dtypes import to_array, to_tensor
-from onnx_parity.models.module_state import left_as_found
+from onnx_parity.models.module_state import one_run
 from onnx_parity.models.output_tree import flatten
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]  # forward's positional and keyword arguments
@@ -71,7 +71,7 @@ def run_reference(module: Any, call: Call) -> Reference:
 
     args, kwargs = call
     try:
-        with torch.no_grad(), left_as_found(module):
+        with torch.no_grad(), one_run(module):
             result = module(*args, **kwargs)
     except Exception as error:  # the user's forward failing is evidence, not a crash
         text = shorten(str(error), 600)

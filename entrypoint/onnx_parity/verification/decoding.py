@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models import CacheShape, ReferenceFailure
+from onnx_parity.models import CacheShape, ReferenceFailure, one_run
 from onnx_parity.verification.runtime import Session, run_session
 
 
@@ -65,7 +65,7 @@ class TorchDecoder:
         import torch
 
         positions = position_ids(mask, ids.shape[1])
-        with torch.no_grad():
+        with torch.no_grad(), one_run(self.module):
             if self.flat:
                 return self._flat(torch, ids, mask, positions)
             given = {"position_ids": torch.from_numpy(positions)} if self.shape.positions else {}

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models import CacheShape
+from onnx_parity.models import CacheShape, one_run
 from onnx_parity.verification.decoding import StepOutput, step_failure
 from onnx_parity.verification.runtime import Session, run_session
 
@@ -57,7 +57,7 @@ class TorchEncoderDecoder:
         import torch
 
         given = {name: torch.from_numpy(value) for name, value in self.encoder.items()}
-        with torch.no_grad():
+        with torch.no_grad(), one_run(self.module):
             if self.hidden is None:
                 self.hidden = self.module.get_encoder()(**given).last_hidden_state
             out = self.module(decoder_input_ids=torch.from_numpy(ids),

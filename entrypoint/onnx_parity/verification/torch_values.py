@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.locations import NOWHERE, Location, repo_relative
-from onnx_parity.models import Call, to_array
+from onnx_parity.models import Call, one_run, to_array
 
 
 class LocalisationTimeout(Exception):
@@ -104,7 +104,7 @@ def module_values(module: Any, call: Call, names: set[str]) -> dict[str, np.ndar
             handles.append(child.register_forward_hook(_recorder(name, outputs, calls)))
     args, kwargs = call
     try:
-        with torch.no_grad():
+        with torch.no_grad(), one_run(module):
             module(*args, **kwargs)
     finally:
         for handle in handles:

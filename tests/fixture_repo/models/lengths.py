@@ -42,3 +42,17 @@ def tiny_swin() -> nn.Module:
     config = SwinConfig(image_size=64, patch_size=4, num_channels=3, embed_dim=16,
                         depths=[1, 1], num_heads=[2, 2], window_size=4)
     return SwinModel(config)
+
+
+def tiny_segformer() -> nn.Module:
+    """A transformers SegFormer from a small config (seeded random weights). Its first forward
+    installs transformers 5's output-capturing hooks and sets a flag on the model: a run that
+    dropped the flag but kept the hooks made the next forward capture every state twice."""
+    from transformers import SegformerConfig, SegformerForSemanticSegmentation
+
+    torch.manual_seed(0)
+    config = SegformerConfig(num_channels=3, num_encoder_blocks=2, depths=[1, 1],
+                             sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2],
+                             decoder_hidden_size=32, num_labels=4, patch_sizes=[7, 3],
+                             strides=[4, 2], mlp_ratios=[2, 2])
+    return SegformerForSemanticSegmentation(config).eval()
