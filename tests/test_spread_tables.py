@@ -138,6 +138,7 @@ def test_a_spread_table_inside_an_array_is_shown_on_one_line(tmp_path: Path) -> 
     MODEL + "atol = = 1\n",  # no table at all
     MODEL + 'dynamic-axes = { x = = { 0 = "batch" },\n  y = { 0 = "batch" } }\n',  # a mistake
     MODEL + 'reason = "{ not a table"\natol = = 1\n',  # a brace inside a string
+    MODEL + 'env = { A = "1",\n[[model]]\n}\n',  # no key = value inside the braces
 ])
 def test_other_syntax_errors_keep_tomllibs_message(tmp_path: Path, text: str) -> None:
     message = refused(tmp_path, text)

@@ -27,7 +27,7 @@ _QUOTES = ('"""', "'''", '"', "'")
 class SpreadTable:
     """An inline table written over several lines, and what it holds."""
 
-    key: str | None  # the key as written (`dynamic-axes`), None for an array's item
+    key: str  # the key as written (`dynamic-axes`), "" for an array's item
     header: str  # the path of the table it stands in (`model`), "" at the top level
     entry: str  # that table's header as written (`[[model]]`), "" at the top level
     first_line: int  # 1-based, the line of its `{`
@@ -41,7 +41,7 @@ def spread_table_message(label: str, text: str, error: str) -> str | None:
     if spread is None:
         return None
     lines = f"lines {spread.first_line}-{spread.last_line}"
-    if spread.key is None:
+    if not spread.key:
         one_line = "{ " + ", ".join(spread.entries) + " }"
         return (f"{label}: line {spread.first_line}: an inline table in an array spans {lines}, "
                 "and TOML allows an inline table `{ ... }` on one line only (tomllib says: "
@@ -69,14 +69,21 @@ def spread_table(text: str, error: str) -> SpreadTable | None:
     if closing is None or not breaks:
         return None
     entries = _entries(scan.code, opening, commas, closing)
-    if not _loads(entries):
+    key = _key(scan, opening)
+    if key is None or not _loads(entries):
         return None
-    line_start = text.rfind("\n", 0, opening) + 1
-    key = _KEY.fullmatch(text, line_start, opening) if scan.starts_statement(opening) else None
     path, entry = scan.header_before(opening)
-    return SpreadTable(key=key.group("key") if key else None, header=path, entry=entry,
+    return SpreadTable(key=key, header=path, entry=entry,
                        first_line=text.count("\n", 0, opening) + 1,
                        last_line=text.count("\n", 0, closing) + 1, entries=entries)
+
+
+def _key(scan: _Scan, opening: int) -> str | None:
+    """The key whose value the `{` at `opening` is, "" for an array's item, None for neither."""
+    if not scan.starts_statement(opening):
+        return ""
+    key = _KEY.fullmatch(scan.code, scan.code.rfind("\n", 0, opening) + 1, opening)
+    return key.group("key") if key else None
 
 
 def _offset(text: str, line: int, column: int) -> int:
@@ -106,12 +113,14 @@ def _entries(code: str, opening: int, commas: list[int], closing: int) -> tuple[
 
 
 def _loads(entries: tuple[str, ...]) -> bool:
-    """Whether the entries, one per line under a header, are TOML (the form shown must load)."""
+    """Whether the entries are the table's keys and values: the same table on one line and as
+    a sub-table, one per line (the form shown must load)."""
     try:
-        tomllib.loads("\n".join(("[table]", *entries)))
+        one_line = tomllib.loads("table = { " + ", ".join(entries) + " }")
+        sub_table = tomllib.loads("\n".join(("[table]", *entries)))
     except tomllib.TOMLDecodeError:
         return False
-    return bool(entries)
+    return bool(entries) and one_line == sub_table
 
 
 class _Scan:
