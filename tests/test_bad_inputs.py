@@ -66,6 +66,11 @@ CONFIG_CASES: dict[str, ConfigCase] = {
     "not-toml": ConfigCase(
         "[[model]\nname = 'm'\n",
         (CONFIG, "line 1", "not valid TOML", "Fix the syntax")),
+    "inline-table-over-lines": ConfigCase(
+        '[[model]]\nname = "m"\nfactory = "models.good:Linear"\ninputs = { x = "samples/x.npy",\n'
+        '           y = "samples/y.npy" }\n',
+        (f"{CONFIG}: line 4", "the inline table of `inputs` spans lines 4-5",
+         "on one line only", '[model.inputs]\nx = "samples/x.npy"\ny = "samples/y.npy"')),
     "not-utf8": ConfigCase(
         b"atol = 1e-5 # \xff\n" + MODEL.encode(),
         (CONFIG, "not UTF-8", "Save the file as UTF-8")),

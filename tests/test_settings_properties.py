@@ -175,13 +175,19 @@ def repo(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def outcome(repo: Path, config: Path) -> Settings | str:
-    """load_settings' result, or its ConfigError message; any other exception fails the test."""
+    """load_settings' result, or its ConfigError message; any other exception fails the test.
+    The message is one line, but for an inline table spread over lines, whose message shows
+    the table's TOML form after a blank line."""
     try:
         return load_settings(repo, config)
     except ConfigError as error:
         message = str(error)
-        assert "\n" not in message, message
+        said, _, form = message.partition("\n\n")
+        assert "\n" not in said, message
         assert message.startswith(config.name), message
+        if form:
+            assert "spans lines" in said, message
+            tomllib.loads(form if form.startswith("[") else f"item = {form}")
         return message
 
 
@@ -216,7 +222,9 @@ def test_random_documents_give_settings_or_config_error(
 @PROPERTY
 @given(text=st.text(max_size=200) | st.lists(st.sampled_from(
     ["[[model]]", 'name = "m"', 'factory = "a:b"', 'inputs = "x.npz"', "atol = 1e-5", "[model]",
-     "opset = ", "= 3", '"""', "[[model.allow-warnings]]", 'match = "w"', "[tool]", "x.y = 1"]),
+     "opset = ", "= 3", '"""', "[[model.allow-warnings]]", 'match = "w"', "[tool]", "x.y = 1",
+     'inputs = { x = "a.npy",', 'y = "b.npz" }', "env = {", 'A = "1" }', "# c", "{", "}",
+     'allow-warnings = [{ match = "w",', 'reason = "r" }]']),
     max_size=10).map("\n".join))
 def test_random_text_gives_settings_or_config_error(repo: Path, text: str) -> None:
     config = repo / "onnx-parity.toml"

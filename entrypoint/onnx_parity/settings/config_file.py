@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from onnx_parity.settings.inline_tables import spread_table_message
 from onnx_parity.settings.values import ConfigError, kind
 
 CONFIG_NAME = "onnx-parity.toml"
@@ -90,10 +91,11 @@ def _pyproject_label(label: str) -> str:
 
 def _parse(path: Path, label: str) -> Table:
     try:
-        with path.open("rb") as stream:
-            return tomllib.load(stream)
+        text = path.read_bytes().decode()  # as tomllib.load reads it
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as error:
-        raise ConfigError(_toml_error_text(label, str(error))) from None
+        message = spread_table_message(label, text, str(error))
+        raise ConfigError(message or _toml_error_text(label, str(error))) from None
     except UnicodeDecodeError as error:
         raise ConfigError(
             f"{label}: not UTF-8 text (byte {error.start}). Save the file as UTF-8."
