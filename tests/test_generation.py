@@ -332,6 +332,11 @@ def test_a_checkpoint_folder_generates_offline(tmp_path: Path) -> None:
     assert result["generation"]["tokens_agree"] == [6] * 4
     record = json.loads((out / "report.json").read_text(encoding="utf-8"))
     assert record["models"][0]["generation"]["rows"] == 4
+    # PyTorch decoded first; its weights were written out while onnxruntime decoded, and the
+    # file of them went with the work folder.
+    log = (out / "m.log").read_text(encoding="utf-8")
+    assert re.search(r"PyTorch's 5 chunk\(s\) decoded: \d+ MiB of its weights written out", log)
+    assert not list(out.rglob("*.weights"))
 
 
 STEP_LINE = re.compile(r"^step (\d+) (\S+): max abs diff (\S+) .* (\d+) of (\d+) elements outside$",

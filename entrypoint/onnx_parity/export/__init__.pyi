@@ -8,6 +8,7 @@ from .export_batch import HardCodedBatch
 from .inspection import ModelFacts, inspect_model, is_symbolic
 from .model_checks import model_findings
 from .outcome import ExportOutcome, export_model
+from .saving import drop_program_weights
 from .unrolled import UnrolledLoop
 
 __all__ = [
@@ -18,6 +19,7 @@ __all__ = [
     "ShapeAssumption",
     "UnrolledLoop",
     "constant_shape_evidence",
+    "drop_program_weights",
     "export_model",
     "inspect_model",
     "is_symbolic",

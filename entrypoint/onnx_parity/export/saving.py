@@ -62,3 +62,14 @@ def _one_data_file(exported: Path, destination: Path) -> None:
     onnx.save(proto, str(destination), save_as_external_data=True,
               all_tensors_to_one_file=True, location=data_file(destination).name,
               size_threshold=_DATA_THRESHOLD)
+
+
+def drop_program_weights(program: Any) -> None:
+    """dynamo's ONNXProgram once its model is saved and nothing reads its ONNX graph again
+    (localisation reads only its `exported_program`): onnxscript's rewrite rules, objects of
+    its modules, keep the last graph they matched, and that graph's initializers hold
+    PyTorch's own weight tensors (and the optimizer's folded copies of them, a transposed copy
+    of each Linear's weight), which would outlive the module otherwise."""
+    graph = getattr(getattr(program, "model", None), "graph", None)
+    for value in getattr(graph, "initializers", {}).values():
+        value.const_value = None

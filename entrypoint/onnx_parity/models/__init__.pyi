@@ -12,6 +12,7 @@ from .flat_call import FlatInputs, flat_inputs, has_structure
 from .load_errors import LoadError, load_finding
 from .model_zoo import GoldenCase
 from .module_state import one_run
+from .offload import OffloadedWeights
 from .probe import ProbeResult, probe_model
 from .reference import (
     Call,
@@ -35,6 +36,7 @@ __all__ = [
     "GoldenCase",
     "LoadError",
     "LoadedModel",
+    "OffloadedWeights",
     "OutputKind",
     "ProbeResult",
     "Reference",

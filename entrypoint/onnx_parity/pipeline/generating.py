@@ -15,10 +15,17 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from onnx_parity.export import ExportOutcome, export_model, inspect_model, model_findings
+from onnx_parity.export import (
+    ExportOutcome,
+    drop_program_weights,
+    export_model,
+    inspect_model,
+    model_findings,
+)
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.models import (
     BoundInputs,
+    OffloadedWeights,
     bind_inputs,
     build_model,
     cache_shape,
@@ -85,23 +92,57 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
             encoder = _encoder(loaded.module, samples.named, job, workdir, ledger)
         if encoder is None:
             return
+    # Its file is saved: the program's ONNX graph is not read again (localisation reads its
+    # exported_program), and its initializers would keep the weights when they are written out.
+    drop_program_weights(outcome.program)
+    flat = spec.generate is not None and spec.generate.cache == "flat"
+    decoders = Decoders(loaded.module, outcome.model.path, shape, flat, dtype, job.threads,
+                        encoder, OffloadedWeights(loaded.module, workdir / f".{spec.name}.weights"))
+    try:
+        _generated(Exported(outcome, step, (module, bound)), decoders, (job, samples.named),
+                   ledger, timer)
+    finally:
+        assert decoders.weights is not None
+        decoders.weights.discard()
+
+
+@dataclass(frozen=True)
+class Exported:
+    """The decoder's export: its outcome, the step's spec (step_spec), and the module the
+    exporters saw with its call."""
+
+    outcome: ExportOutcome
+    step: ModelSpec
+    module: tuple[Any, BoundInputs]
+
+
+def _generated(exported: Exported, decoders: Decoders,
+               given: tuple[ModelJob, dict[str, np.ndarray]], ledger: Ledger,
+               timer: Timer) -> None:
+    """The decoding on both sides, localisation of a failing step, the variants."""
+    (job, prompts), spec, outcome = given, ledger.spec, exported.outcome
+    assert outcome.model is not None
     with timer.step("generate"):
-        flat = spec.generate is not None and spec.generate.cache == "flat"
-        decoders = Decoders(loaded.module, outcome.model.path, shape, flat, dtype, job.threads,
-                            encoder)
-        generated = check_generation(decoders, samples.named, spec, ledger.findings)
+        generated = check_generation(decoders, prompts, spec, ledger.findings)
     findings = generated.findings
     if generated.failing is not None:  # a step outside the tolerance: where it starts
+        assert decoders.weights is not None
+        decoders.weights.restore()  # localisation runs PyTorch again
         with timer.step("localise"):
-            findings = _localised(Failed(outcome, step, generated.failing, findings),
-                                  (module, bound), job, ledger, timer)
+            findings = _localised(Failed(outcome, exported.step, generated.failing, findings),
+                                  exported.module, job, ledger, timer)
     ledger.findings += findings
     ledger.comparisons += generated.comparisons
     ledger.generation = generated.result
     if spec.variants:
         with timer.step("variants"):
-            _variants(GeneratingModel(outcome.model, decoders, samples.named, spec,
-                                      workdir / f"{spec.name}.variants"), ledger)
+            _variants(GeneratingModel(outcome.model, decoders, prompts, spec,
+                                      _variants_folder(outcome.model.path, spec.name)), ledger)
+
+
+def _variants_folder(model: Path, name: str) -> Path:
+    """The variants' folder, beside the decoder file in the work folder."""
+    return model.parent / f"{name}.variants"
 
 
 def _encoder(module: Any, samples: dict[str, np.ndarray], job: ModelJob, workdir: Path,

@@ -20,7 +20,13 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
-from onnx_parity.export import ExportOutcome, export_model, inspect_model, model_findings
+from onnx_parity.export import (
+    ExportOutcome,
+    drop_program_weights,
+    export_model,
+    inspect_model,
+    model_findings,
+)
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.generation_results import GenerationResult
 from onnx_parity.model_files import ModelFile
@@ -226,19 +232,10 @@ def _checked(job: ModelJob, workdir: Path, ledger: Ledger,
     ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
     ledger.lengths = verified.lengths
     ledger.linked_axes = verified.linked_axes
-    _drop_program_weights(outcome.program)
+    drop_program_weights(outcome.program)  # localisation is done
     # Only the cuts PyTorch ran: a failed one's error keeps its traceback's frames alive.
     ran = [run for run in verified.runs if run.reference is not None]
     return VerifiedModel(outcome.model, ran, verified.bound)
-
-
-def _drop_program_weights(program: Any) -> None:
-    """dynamo's ONNXProgram after its last use (localisation is done): onnxscript's rewrite
-    rules, objects of its modules, keep the last graph they matched, and that graph's
-    initializers hold PyTorch's own weight tensors, which outlive the module otherwise."""
-    graph = getattr(getattr(program, "model", None), "graph", None)
-    for value in getattr(graph, "initializers", {}).values():
-        value.const_value = None
 
 
 def _variants(fp32: VerifiedModel, job: ModelJob, workdir: Path, ledger: Ledger) -> None:

@@ -21,22 +21,22 @@ import numpy as np
 
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import GenerationResult
-from onnx_parity.models import BoundInputs, CacheShape
+from onnx_parity.models import BoundInputs, CacheShape, OffloadedWeights
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import Mask, compare_masked
 from onnx_parity.verification.cuts import Cut, CutRun, run_cut
-from onnx_parity.verification.decoding import OnnxDecoder, StepOutput, TorchDecoder
+from onnx_parity.verification.decoding import OnnxDecoder, StepOutput
 from onnx_parity.verification.encoder_decoding import (
     EncoderSide,
     OnnxEncoderDecoder,
-    TorchEncoderDecoder,
     start_tokens,
 )
 from onnx_parity.verification.generation_review import Miss, mismatch_finding, token_difference
 from onnx_parity.verification.outputs import comparison_findings, layout_mismatch
 from onnx_parity.verification.run_failures import load_failure_finding, runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
+from onnx_parity.verification.torch_steps import RecordedChunk, torch_steps
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,8 @@ class Decoders:
     dtype: Any  # the cache's numpy dtype
     threads: int = 0
     encoder: EncoderSide | None = None  # an encoder-decoder's encoder file and inputs
+    # The module's weights, written out while onnxruntime decodes (None: they stay).
+    weights: OffloadedWeights | None = None
 
 
 Sides = tuple[Decoders, Session, Session | None]  # the decoder's session, the encoder's
@@ -101,11 +103,20 @@ class _Run:
 def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: ModelSpec,
                      explained: list[Finding] | None = None) -> Generated:
     """Every committed prompt, decoded in batches of the largest configured batch size; the
-    prompt pass also at each other batch size. `explained`: the model's findings so far, of
-    which a baked branch or a TracerWarning of a value explains a mismatch (outputs.py)."""
+    prompt pass also at each other batch size. PyTorch runs every step first (torch_steps.py),
+    then the module's weights leave memory (`decoders.weights`) while onnxruntime replays them.
+    `explained`: the model's findings so far, of which a baked branch or a TracerWarning of a
+    value explains a mismatch (outputs.py)."""
     assert spec.generate is not None
     run = _Run(spec.generate.steps, (spec.atol, spec.rtol), drift=[0.0] * spec.generate.steps)
     ids, mask = _first_tokens(decoders, prompts)
+    if decoders.weights is not None:
+        decoders.weights.restore()
+    chunks = torch_steps(decoders, (ids, mask), spec)
+    if decoders.weights is not None:
+        released = decoders.weights.release()
+        print(f"--- PyTorch's {len(chunks)} chunk(s) decoded: {released / 2**20:.0f} MiB of its "
+              "weights written out while onnxruntime decodes", flush=True)
     try:
         session = open_session(decoders.model, spec.runtime_optimization, decoders.threads)
         encoder = (None if decoders.encoder is None else open_session(
@@ -116,12 +127,9 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
                if name not in session.output_names]
     if missing:
         return Generated(_unrun(run, len(ids)), [layout_mismatch(missing, session.output_names)])
-    size = max(spec.batch_sizes)
     try:
-        for start in range(0, len(ids), size):
-            _decode((decoders, session, encoder),
-                    (ids[start:start + size], mask[start:start + size]), start, run, spec)
-        _prompt_passes((decoders, session, encoder), (ids, mask), run, spec)
+        for chunk in chunks:
+            _replay((decoders, session, encoder), chunk, run)
     except RuntimeFailure as error:
         return Generated(_unrun(run, len(ids)), [runtime_finding(
             f"onnxruntime fails at generation step {run.step}", error)])
@@ -167,66 +175,36 @@ def _parity_findings(comparisons: list[OutputComparison], spec: ModelSpec,
             for finding in comparison_findings(rows, set(), spec, explained=explained)]
 
 
-def _decode(sides: Sides, prompt: tuple[np.ndarray, np.ndarray],
-            first_row: int, run: _Run, spec: ModelSpec) -> None:
-    """One chunk of prompts: PyTorch's token fed to both sides at every step."""
-    assert spec.generate is not None
-    ids, mask = prompt
-    rows = len(ids)
-    torch_side, onnx_side = _sides(sides, spec, slice(first_row, first_row + rows))
-    agree = [run.steps] * rows
-    live = np.ones(rows, dtype=bool)  # rows that have not stopped at the end-of-sequence token
-    for step in range(run.steps):
-        run.step = step
-        if step:
-            mask = np.concatenate([mask, np.ones((rows, 1), dtype=np.int64)], axis=1)
-        expected, actual = torch_side.step(ids, mask), onnx_side.step(ids, mask)
-        if not _compare(expected, actual, (mask, step, live), run) and _first(run, step):
-            run.failing = FailingStep(step, dict(onnx_side.feed), _named(expected),
-                                      mask * live[:, None], first_row)
+def _replay(sides: Sides, chunk: RecordedChunk, run: _Run) -> None:
+    """onnxruntime through one chunk's steps as PyTorch ran them (PyTorch's token fed at every
+    step), compared step by step; a decoding chunk's differing tokens are kept."""
+    onnx_side = _onnx_side(sides, chunk.rows)
+    agree = [run.steps] * len(chunk.steps[0].ids)
+    for recorded in chunk.steps:
+        run.step, mask, live = recorded.step, recorded.mask, recorded.live
+        expected, actual = recorded.expected, onnx_side.step(recorded.ids, mask)
+        if not _compare(expected, actual, (mask, run.step, live), run) and _first(run, run.step):
+            run.failing = FailingStep(run.step, dict(onnx_side.feed), _named(expected),
+                                      mask * live[:, None], chunk.first_row)
+        if not chunk.decoding:
+            continue
         chosen = expected.logits[:, -1].argmax(-1)
         picked = actual.logits[:, -1].argmax(-1)
         for row in np.flatnonzero(live & (chosen != picked)):
-            run.misses.append(Miss(step, first_row + int(row), expected.logits[row, -1],
-                                   actual.logits[row, -1]))
-            agree[row] = min(agree[row], step)
-        if spec.generate.stop_at_eos:  # a row stops once PyTorch picks end-of-sequence
-            live &= ~np.isin(chosen, sides[0].shape.eos)
-        if not live.any():
-            break
-        ids = chosen[:, None].astype(np.int64)
-    run.agree += agree
+            run.misses.append(Miss(run.step, chunk.first_row + int(row),
+                                   expected.logits[row, -1], actual.logits[row, -1]))
+            agree[row] = min(agree[row], run.step)
+    if chunk.decoding:
+        run.agree += agree
 
 
-def _sides(sides: Sides, spec: ModelSpec, rows: slice) -> tuple[Any, Any]:
-    """Both sides with an empty cache (an encoder-decoder's: on the prompts' `rows`)."""
+def _onnx_side(sides: Sides, rows: slice) -> Any:
+    """onnxruntime with an empty cache (an encoder-decoder's: on the prompts' `rows`)."""
     decoders, session, encoder_session = sides
     if decoders.encoder is not None and encoder_session is not None:
-        inputs = decoders.encoder.rows(rows)
-        return (TorchEncoderDecoder(decoders.module, decoders.shape, inputs,
-                                    dict(spec.forward_kwargs)),
-                OnnxEncoderDecoder(session, encoder_session, decoders.shape, inputs,
-                                   decoders.dtype))
-    return (TorchDecoder(decoders.module, decoders.shape, decoders.flat,
-                         dict(spec.forward_kwargs), decoders.dtype),
-            OnnxDecoder(session, decoders.shape, decoders.dtype))
-
-
-def _prompt_passes(sides: Sides, prompt: tuple[np.ndarray, np.ndarray],
-                   run: _Run, spec: ModelSpec) -> None:
-    """Step 0 at each configured batch size below the largest (decoding ran at that one)."""
-    ids, mask = prompt
-    run.step = 0
-    for size in sorted(set(spec.batch_sizes) - {max(spec.batch_sizes)}):
-        for start in range(0, len(ids), size):
-            rows = slice(start, start + size)
-            torch_side, onnx_side = _sides(sides, spec, rows)
-            expected = torch_side.step(ids[rows], mask[rows])
-            if not _compare(expected, onnx_side.step(ids[rows], mask[rows]),
-                            (mask[rows], 0, np.ones(len(ids[rows]), dtype=bool)),
-                            run) and _first(run, 0):
-                run.failing = FailingStep(0, dict(onnx_side.feed), _named(expected),
-                                          mask[rows], start)
+        return OnnxEncoderDecoder(session, encoder_session, decoders.shape,
+                                  decoders.encoder.rows(rows), decoders.dtype)
+    return OnnxDecoder(session, decoders.shape, decoders.dtype)
 
 
 def _first(run: _Run, step: int) -> bool:
@@ -236,9 +214,8 @@ def _first(run: _Run, step: int) -> bool:
 
 
 def _named(output: StepOutput) -> dict[str, np.ndarray]:
-    """PyTorch's outputs at the step, copied: a cache may reuse its tensors' memory."""
-    return {"logits": output.logits, **{name: np.array(value, copy=True)
-                                        for name, value in output.presents.items()}}
+    """PyTorch's outputs at the step (its presents copied when it was recorded)."""
+    return {"logits": output.logits, **output.presents}
 
 
 def _compare(expected: StepOutput, actual: StepOutput,
