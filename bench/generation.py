@@ -3,7 +3,8 @@ the tests' size (2 layers, width 64) and one of about 100M parameters (8 layers,
 a 32,000-token vocabulary), each decoding 4 left-padded prompts for 16 steps.
 
     python bench/generation.py [--repeat 3] [--case tiny] [--case 100m] [--json f.json]
-    python bench/run.py --generation ...    # both cases inside the whole benchmark
+    python bench/generation.py --case qwen-0.5b|qwen-1.5b|qwen-3b [--repeat 1]  # large cases
+    python bench/run.py --generation ...    # the tiny and 100m cases inside the whole benchmark
 
 For each case a temporary repository holds the model and two configurations: `generate = {
 steps = 16 }` (one decoder-with-past export, step 0 at every batch size, then greedy decoding on
@@ -33,6 +34,7 @@ from typing import Any
 
 import numpy as np
 
+from large_generation import SHAPES, measure_large_generation, page_rows, render
 from large_model import measured, parity_command
 
 AIMS = {"check": 1.0, "memory": 1.3}
@@ -105,9 +107,14 @@ def write_repo(repo: Path, case: Case = CASES["tiny"]) -> Path:
 
 
 def measure_generation(repeat: int, cases: tuple[str, ...] = tuple(CASES)) -> dict[str, Any]:
-    """Every case's figures, by case name."""
+    """Every case's figures, by case name; the large cases (bench/large_generation.py: a
+    checkpoint folder of a Qwen2.5 model's shape, peak RSS against its weights) under
+    `large`."""
+    large = tuple(name for name in cases if name in SHAPES)
     return {"aims": AIMS, "steps": STEPS, "prompts": PROMPTS,
-            "cases": {name: _measure_case(CASES[name], repeat) for name in cases}}
+            "cases": {name: _measure_case(CASES[name], repeat)
+                      for name in cases if name in CASES},
+            **({"large": measure_large_generation(large, repeat)} if large else {})}
 
 
 def _measure_case(case: Case, repeat: int) -> dict[str, Any]:
@@ -155,7 +162,7 @@ def _figures(case: Case, runs: dict[str, list[tuple[float, int]]],
 
 
 def render_generation(figures: dict[str, Any]) -> list[str]:
-    lines: list[str] = []
+    lines: list[str] = render(figures["large"]) if figures.get("large") else []
     for case in figures["cases"].values():
         runs = len(case["plain"]["seconds"])
         lines.append(f"generation check ({case['model']}; {figures['prompts']} prompts, "
@@ -186,6 +193,8 @@ def page_section(figures: dict[str, Any] | None) -> str:
     title = "## Generating models {#generation}\n\n"
     if not figures:
         return title + "Not measured in this run (`bench/run.py --generation`).\n"
+    if not figures["cases"]:
+        return title + page_rows(figures.get("large"))
     rows = ["| model | run | median | peak RSS (median) | generate / export + verify step |",
             "|---|---|---|---|---|"]
     verdicts = []
@@ -207,14 +216,16 @@ def page_section(figures: dict[str, Any] | None) -> str:
             f"{figures['steps']} }}` on {figures['prompts']} left-padded prompts against the "
             "plain check of the same model (one forward pass without its cache, `compare-mask` "
             "on the padding), `--jobs 1`, alternating.\n\n" + "\n".join(rows) + "\n\n"
-            + "\n".join(verdicts) + "\n")
+            + "\n".join(verdicts) + "\n\n" + page_rows(figures.get("large")))
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3, help="repetitions of each command")
-    parser.add_argument("--case", choices=sorted(CASES), action="append", default=None,
-                        help="measure only this case (repeatable; default: all)")
+    parser.add_argument("--case", choices=sorted([*CASES, *SHAPES]), action="append",
+                        default=None, help="measure only this case (repeatable; default: tiny "
+                        "and 100m; the large ones, a Qwen2.5 shape's checkpoint folder built "
+                        "once into .bench-cache/, only when named)")
     parser.add_argument("--json", type=Path, default=None, help="also write the figures here")
     args = parser.parse_args(argv)
     figures = measure_generation(args.repeat, tuple(args.case or CASES))

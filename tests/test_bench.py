@@ -141,3 +141,25 @@ def test_the_generation_benchmark_measures_its_case(tmp_path: Path) -> None:
     section = page_section(figures)
     assert "{#generation}" in section
     assert f"**{ratios['check']:.2f}x**" in section
+
+
+def test_the_large_generating_case_writes_what_save_pretrained_writes(tmp_path: Path) -> None:
+    """bench/large_generation.py writes its checkpoint shard by shard (a 3B folder never held
+    in memory): on a tiny shape, transformers loads it with no weight missing, the head tied
+    to the embedding, the parameters the shape counts, and the initialisation's statistics."""
+    from large_generation import Shape, write_checkpoint
+    from transformers import Qwen2ForCausalLM
+
+    shape = Shape("tiny", hidden=32, intermediate=64, layers=3, heads=4, kv_heads=2, vocab=96)
+    write_checkpoint(shape, tmp_path / "qwen")
+    model, info = Qwen2ForCausalLM.from_pretrained(
+        str(tmp_path / "qwen"), local_files_only=True, use_safetensors=True,
+        output_loading_info=True)
+    assert not info["missing_keys"]
+    assert not info["unexpected_keys"]
+    assert model.lm_head.weight is model.model.embed_tokens.weight
+    assert sum(p.numel() for p in model.parameters()) == shape.parameters()
+    assert model.config.num_hidden_layers == 3
+    weight = model.model.layers[2].mlp.down_proj.weight
+    assert abs(float(weight.std()) - 0.02) < 0.002
+    assert float(model.model.norm.weight.min()) == float(model.model.norm.weight.max()) == 1.0
