@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.findings import CATALOGUE, Finding
-from onnx_parity.locations import scrub_paths
 from onnx_parity.model_files import ModelFile
 from onnx_parity.models import BoundInputs, as_call
 from onnx_parity.results import Divergence, ExportAttempt, NodeCheck, OutputComparison, Repro
@@ -30,7 +29,7 @@ from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.cuts import CutRun, ort_feed
 from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
 from onnx_parity.verification.divergence_text import dynamo_hint
-from onnx_parity.verification.node_sources import Origin, dynamo_origin
+from onnx_parity.verification.node_sources import Origin, dynamo_origin, module_origin
 from onnx_parity.verification.onnx_values import (
     LOCALISATION_LEVEL,
     Graph,
@@ -50,7 +49,6 @@ from onnx_parity.verification.torch_values import (
     LocalisationTimeout,
     fx_values,
     leaf_modules,
-    module_source,
     module_values,
     wrapper_prefix,
 )
@@ -245,12 +243,10 @@ def _module_values(request: Localisation, graph: Graph,
                                  set(last))
     onnx = _onnx_values(request, graph, run, [last[name] for name in torch_values])
     triples, prefix = [], wrapper_prefix(request.module)
-    for name, value in torch_values.items():
-        place, library = module_source(leaves[name], request.repo)
-        origin = Origin(op=type(leaves[name]).__name__, module=name.removeprefix(prefix),
-                        file=place[0], line=place[1],
-                        library_frame=scrub_paths(library, (request.repo,)) if library else None)
-        triples.append((last[name], value, onnx[last[name]], origin))
+    for name, output in torch_values.items():
+        origin = module_origin(name.removeprefix(prefix), leaves[name], output.callers,
+                               request.repo)
+        triples.append((last[name], output.value, onnx[last[name]], origin))
     return _compare(request, run, triples, graph), len(leaves) - len(torch_values)
 
 

@@ -2,21 +2,21 @@
 
 Dynamo: every node of the exported program, run by an FX interpreter (the ONNX values carry the
 FX node names). TorchScript: the output of every leaf module, caught by a forward hook (the
-ONNX node names carry the module scope).
+ONNX node names carry the module scope), with the frames that called it (node_sources.py finds
+the user's line among them).
 """
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from onnx_parity.locations import NOWHERE, Location, repo_relative
+from onnx_parity.locations import live_frames
 from onnx_parity.models import Call, to_array
 
 
@@ -92,11 +92,19 @@ def wrapper_prefix(module: Any) -> str:
     return prefix
 
 
-def module_values(module: Any, call: Call, names: set[str]) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class ModuleOutput:
+    """A leaf module's output on one call, and the Python frames that made the call."""
+
+    value: np.ndarray
+    callers: tuple[tuple[str, int], ...]  # outermost first, torch's own frames included
+
+
+def module_values(module: Any, call: Call, names: set[str]) -> dict[str, ModuleOutput]:
     """The output of each named module, for those called exactly once with one tensor out."""
     import torch
 
-    outputs: dict[str, np.ndarray] = {}
+    outputs: dict[str, ModuleOutput] = {}
     calls: Counter[str] = Counter()
     handles = []
     for name, child in module.named_modules():
@@ -109,32 +117,18 @@ def module_values(module: Any, call: Call, names: set[str]) -> dict[str, np.ndar
     finally:
         for handle in handles:
             handle.remove()
-    return {name: value for name, value in outputs.items() if calls[name] == 1}
+    return {name: output for name, output in outputs.items() if calls[name] == 1}
 
 
-def _recorder(name: str, outputs: dict[str, np.ndarray],
+def _recorder(name: str, outputs: dict[str, ModuleOutput],
               calls: Counter[str]) -> Callable[..., None]:
     import torch
 
     def hook(_module: Any, _inputs: Any, output: Any) -> None:
         calls[name] += 1
         if isinstance(output, torch.Tensor):
-            outputs[name] = as_array(output)
+            # The stack as the hook sees it: the module's caller is still on it, with the line
+            # of the call (the user's `self.blocks(x)` for a child of nn.Sequential).
+            outputs[name] = ModuleOutput(as_array(output), tuple(live_frames()))
 
     return hook
-
-
-def module_source(module: Any, repo: Path) -> tuple[Location, str | None]:
-    """Where a module's forward is defined: the user's file and line, or the package's."""
-    try:
-        forward = type(module).forward
-        path = inspect.getsourcefile(forward)
-        _, line = inspect.getsourcelines(forward)
-    except (OSError, TypeError):
-        return NOWHERE, None
-    if path is None:
-        return NOWHERE, None
-    relative = repo_relative(path, repo)
-    if relative is not None:
-        return (relative, line), None
-    return NOWHERE, f"{path}:{line}"
