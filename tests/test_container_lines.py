@@ -1,10 +1,11 @@
 """A divergence inside a torch container is named at the user's line that calls it, for both
 exporters (issue 27, section 2).
 
-One CLI run checks one repository of three models: a 40-block nn.Sequential of LayerNorm,
+One CLI run checks one repository of five models: a 40-block nn.Sequential of LayerNorm,
 Linear and GELU (weights scaled up so rounding grows) called as `self.blocks(...)` from the
-user's forward, exported by TorchScript and by dynamo, and the same container returned bare by
-a factory, which no frame of the repository calls.
+user's forward, exported by TorchScript and by dynamo; the same call in a function that is the
+forward under another name (dynamo's graph keeps only frames named `forward`), by both; and the
+container returned bare by a factory, which no frame of the repository calls.
 """
 
 from __future__ import annotations
@@ -47,12 +48,24 @@ class DeepStack(nn.Module):
         return hidden.sum(-1, keepdim=True)
 
 
+def run_blocks(self, features):
+    states = self.blocks(self.inp(features))
+    return states.sum(-1, keepdim=True)
+
+
+class Aliased(DeepStack):
+    """Its forward is a function of another name, whose frames dynamo's graph leaves out."""
+
+    forward = run_blocks
+
+
 def bare_stack():
     torch.manual_seed(0)
     return scaled(nn.Sequential(nn.Linear(16, 64), *[m for _ in range(40) for m in layers(64)]))
 '''
 
 CALL = "hidden = self.blocks(self.inp(features))"
+ALIASED_CALL = "states = self.blocks(self.inp(features))"
 
 
 def entry(name: str, factory: str, exporter: str) -> str:
@@ -69,7 +82,9 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     config = "batch-sizes = [4]\n" + "".join(
         entry(*model) for model in (("ts", "DeepStack", "torchscript"),
                                     ("dynamo", "DeepStack", "dynamo"),
-                                    ("bare-ts", "bare_stack", "torchscript")))
+                                    ("bare-ts", "bare_stack", "torchscript"),
+                                    ("aliased-ts", "Aliased", "torchscript"),
+                                    ("aliased-dynamo", "Aliased", "dynamo")))
     repo = write_model_repo(root, ("deep", MODELS), {"features": features}, config)
     done = run_cli("check", "--jobs", "1", cwd=repo, out=root / "out")
     assert done.code == 1, done.stdout + done.stderr
@@ -79,6 +94,11 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
 @pytest.fixture(scope="module")
 def call_line(run: CliRun) -> int:
     return line_of(run.folder.parent / "repo" / "models" / "deep.py", CALL)
+
+
+@pytest.fixture(scope="module")
+def aliased_line(run: CliRun) -> int:
+    return line_of(run.folder.parent / "repo" / "models" / "deep.py", ALIASED_CALL)
 
 
 def parity(run: CliRun, model: str) -> dict:
@@ -125,6 +145,18 @@ def test_dynamo_names_the_same_line_by_the_same_rule(run: CliRun, call_line: int
     assert first["module"].startswith("blocks.")
     assert first["op"].startswith("aten.")
     assert first["library_frame"].startswith("site-packages/torch/nn/")
+
+
+@pytest.mark.parametrize("model", ["aliased-ts", "aliased-dynamo"])
+def test_a_call_outside_any_forward_is_named_by_both_exporters(run: CliRun, aliased_line: int,
+                                                               model: str) -> None:
+    # dynamo's own frames for these nodes are torch's alone: its module's callers place them.
+    finding = parity(run, model)
+    first = finding["details"]["first_divergence"]
+    assert (finding["file"], finding["line"]) == ("models/deep.py", aliased_line)
+    assert (first["source"], first["module"][:7]) == (ALIASED_CALL, "blocks.")
+    assert first["library_frame"].startswith("site-packages/torch/nn/")
+    assert f"Diverges first at `models/deep.py:{aliased_line}`" in finding["message"]
 
 
 def test_a_container_no_user_line_calls_is_named_by_its_module_path_alone(run: CliRun) -> None:

@@ -25,6 +25,7 @@ from onnx_parity.model_files import ModelFile
 from onnx_parity.models import BoundInputs, as_call
 from onnx_parity.results import Divergence, ExportAttempt, NodeCheck, OutputComparison, Repro
 from onnx_parity.settings import ModelSpec
+from onnx_parity.verification.call_sites import placed_by_calls
 from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.cuts import CutRun, ort_feed
 from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
@@ -214,17 +215,21 @@ def _repro(attempt: _Attempt, graph: Graph, compared: list[Compared], first: Com
 
 def _dynamo_values(request: Localisation, graph: Graph,
                    run: CutRun) -> tuple[list[Compared], int]:
-    torch_values, outputs = fx_values(request.program, as_call(run.cut.feed, request.bound),
-                                      request.deadline)
+    call = as_call(run.cut.feed, request.bound)
+    torch_values, outputs = fx_values(request.program, call, request.deadline)
     present = graph.values()
     renamed = dict(zip(outputs, graph.outputs, strict=False))  # output_names rename outputs
     pairs = {name: name if name in present else renamed.get(name) for name in torch_values}
     found = {name: value for name, value in pairs.items() if value}
     onnx = _onnx_values(request, graph, run, list(found.values()))
     producer = graph.producer()
+    origins = {value: dynamo_origin(producer[value], request.repo) for value in found.values()}
+    unplaced = {value: producer[value] for value, origin in origins.items() if not origin.file}
+    if unplaced:  # torch kept no frame of the user's: those that called the node's module
+        origins |= placed_by_calls(request.module, call, request.repo, unplaced,
+                                   request.deadline)
     compared = _compare(request, run, [
-        (value, torch_values[name], onnx[value], dynamo_origin(producer[value], request.repo))
-        for name, value in found.items()
+        (value, torch_values[name], onnx[value], origins[value]) for name, value in found.items()
     ], graph)
     return compared, len(torch_values) - len(compared)
 

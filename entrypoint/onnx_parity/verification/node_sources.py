@@ -7,7 +7,9 @@ innermost frame, when it is not that line (the `F.conv1d` inside `nn.Conv1d.forw
 as `library_frame`. Where no frame lies in the repository, only the module path names it.
 
 - dynamo records, on every ONNX node, its module path and aten op (`namespace`) and the Python
-  frames it was computed in (`pkg.torch.onnx.stack_trace`, from the first `forward` on).
+  frames it was computed in (`pkg.torch.onnx.stack_trace`), only those of functions named
+  `forward`; where none of them is the user's, the frames that called the node's module come
+  first (call_sites.py).
 - TorchScript names only the module scope; its frames are those that called the leaf module
   (read by torch_values.py's forward hook while PyTorch runs again) and the module's `forward`.
   So a child of `nn.Sequential`, whose `forward` is torch's, is named at the user's line that
@@ -37,9 +39,11 @@ class Origin:
     library_frame: str | None = None
 
 
-def dynamo_origin(node: GraphNode, repo: Path) -> Origin:
+def dynamo_origin(node: GraphNode, repo: Path, callers: Sequence[Frame] = ()) -> Origin:
+    """Where a dynamo node comes from: its recorded frames, after `callers` (the frames that
+    called its module, when the recorded ones name no line of the repository: call_sites.py)."""
     module, op = module_and_op(node.namespace)
-    file, line, library = _placed(text_frames(node.stack_trace or ""), repo)
+    file, line, library = _placed([*callers, *text_frames(node.stack_trace or "")], repo)
     return Origin(op=op or node.op_type, module=module, file=file, line=line,
                   library_frame=library)
 

@@ -19,6 +19,8 @@ import numpy as np
 from onnx_parity.locations import live_frames
 from onnx_parity.models import Call, to_array
 
+Frame = tuple[str, int]  # a Python frame's file and line
+
 
 class LocalisationTimeout(Exception):
     """The localisation ran out of the time the model's timeout leaves it."""
@@ -97,26 +99,15 @@ class ModuleOutput:
     """A leaf module's output on one call, and the Python frames that made the call."""
 
     value: np.ndarray
-    callers: tuple[tuple[str, int], ...]  # outermost first, torch's own frames included
+    callers: tuple[Frame, ...]  # outermost first, torch's own frames included
 
 
 def module_values(module: Any, call: Call, names: set[str]) -> dict[str, ModuleOutput]:
     """The output of each named module, for those called exactly once with one tensor out."""
-    import torch
-
     outputs: dict[str, ModuleOutput] = {}
     calls: Counter[str] = Counter()
-    handles = []
-    for name, child in module.named_modules():
-        if name in names:
-            handles.append(child.register_forward_hook(_recorder(name, outputs, calls)))
-    args, kwargs = call
-    try:
-        with torch.no_grad():
-            module(*args, **kwargs)
-    finally:
-        for handle in handles:
-            handle.remove()
+    _hooked_run(module, call, {name: _recorder(name, outputs, calls) for name in names},
+                pre=False)
     return {name: output for name, output in outputs.items() if calls[name] == 1}
 
 
@@ -132,3 +123,41 @@ def _recorder(name: str, outputs: dict[str, ModuleOutput],
             outputs[name] = ModuleOutput(as_array(output), tuple(live_frames()))
 
     return hook
+
+
+def module_callers(module: Any, call: Call, names: set[str]) -> dict[str, tuple[Frame, ...]]:
+    """The frames that called each named module, outermost first, for those called exactly
+    once (whatever they return): where a graph's node comes from when its own frames are not."""
+    callers: dict[str, tuple[Frame, ...]] = {}
+    calls: Counter[str] = Counter()
+
+    def caller_of(name: str) -> Callable[..., None]:
+        def hook(_module: Any, _inputs: Any) -> None:
+            calls[name] += 1
+            callers[name] = tuple(live_frames())
+
+        return hook
+
+    _hooked_run(module, call, {name: caller_of(name) for name in names}, pre=True)
+    return {name: frames for name, frames in callers.items() if calls[name] == 1}
+
+
+def _hooked_run(module: Any, call: Call, hooks: dict[str, Callable[..., None]],
+                pre: bool) -> None:
+    """`module` run once on `call` with each named submodule's hook (run before its forward
+    when `pre`, after it otherwise), every hook removed after."""
+    import torch
+
+    handles = []
+    try:
+        for name, child in module.named_modules():
+            if name in hooks:
+                register = (child.register_forward_pre_hook if pre
+                            else child.register_forward_hook)
+                handles.append(register(hooks[name]))
+        args, kwargs = call
+        with torch.no_grad():
+            module(*args, **kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()
