@@ -47,7 +47,7 @@ def defines_modules(module: Any, repo: Path) -> bool:
     for kind in {type(child) for child in module.modules()}:
         try:
             path = inspect.getsourcefile(kind)
-        except TypeError:
+        except (TypeError, OSError):  # a built-in or a class with no file
             continue
         if path is not None and repo_relative(path, repo) is not None:
             return True
