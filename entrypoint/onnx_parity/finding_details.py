@@ -30,7 +30,7 @@ class FirstDivergence(TypedDict):
     nodes_skipped: int
     runtime_optimization: str
     batch_size: int
-    library_frame: NotRequired[str]  # the installed package's frame inside the user's line
+    library_frame: NotRequired[str]  # the innermost frame, an installed package's, past the line
 
 
 class Reduction(TypedDict):

@@ -140,8 +140,8 @@ class NodeCheck:
     max_rel_diff: float | None
     inside: bool  # every element within atol + rtol * |torch|
     first: bool = False  # the first value outside tolerance whose inputs are all inside
-    # The innermost frame when it lies in an installed package (`torch/nn/modules/conv.py:385`);
-    # file/line are then the user's call site.
+    # The innermost frame when it is not the user's line (`torch/nn/modules/conv.py:385`, a
+    # TorchScript module's torch `forward`); file/line are then the user's line that leads to it.
     library_frame: str | None = None
 
 
