@@ -212,6 +212,22 @@ class GenerationJson(TypedDict):  # generation_results.GenerationResult
     first_token_difference: TokenDifferenceJson | None
     max_logit_diff: list[float]  # per step, padded positions left out
     teacher_forced_from: int | None
+    bundles: NotRequired[list[BundleJson]]  # `bundle`: written only when there are some
+    runtime: NotRequired[RuntimeGenerationJson]  # `runtime`: written only when it ran
+
+
+class BundleJson(TypedDict):  # generation_results.Bundle
+    runtime: str
+    suffix: str
+    documents: dict[str, dict[str, JsonValue]]  # file name -> its JSON document
+
+
+class RuntimeGenerationJson(TypedDict):  # generation_results.RuntimeGeneration
+    runtime: str
+    steps: int
+    tokens_agree: list[int]
+    compared: list[int]
+    first_token_difference: TokenDifferenceJson | None
 
 
 class ModelJson(TypedDict):
