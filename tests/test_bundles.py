@@ -2,7 +2,8 @@
 `generate = { steps, bundle = ["onnxruntime-genai", "optimum"], runtime = "onnxruntime-genai" }`.
 
 One CLI run over a repository of three tiny seeded decoders (Llama, Qwen2, and GPT-2, which
-onnxruntime-genai runs as its generic "decoder") is shared by the tests: each bundle folder is
+onnxruntime-genai runs as its generic "decoder"; Qwen2's and GPT-2's end-of-sequence token set
+within their vocabulary of 64, as a real model's is) is shared by the tests: each bundle folder is
 loaded in its own runtime as a user deploys it and its greedy tokens are compared with
 transformers' `generate` on every unpadded prompt; onnxruntime-genai in this venv, optimum-onnx
 0.1.0 (which needs transformers < 4.58) in a venv of its own (tests/optimum_venv.py).
@@ -42,7 +43,8 @@ def qwen2():
     torch.manual_seed(0)
     return Qwen2ForCausalLM(Qwen2Config(
         vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)).eval()
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        bos_token_id=1, eos_token_id=2)).eval()
 
 
 def gpt2():
@@ -50,7 +52,7 @@ def gpt2():
 
     torch.manual_seed(0)
     return GPT2LMHeadModel(GPT2Config(vocab_size=64, n_positions=64, n_embd=32, n_layer=2,
-                                      n_head=4)).eval()
+                                      n_head=4, bos_token_id=1, eos_token_id=2)).eval()
 '''
 DEPLOY = (f'generate = {{ steps = {STEPS}, bundle = ["onnxruntime-genai", "optimum"], '
           'runtime = "onnxruntime-genai" }')

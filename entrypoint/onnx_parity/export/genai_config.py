@@ -48,16 +48,37 @@ def genai_config(module: Any, checkpoint: Path | None, names: tuple[tuple[str, .
     inputs and outputs; `checkpoint`: the save_pretrained folder the model came from."""
     shutil.rmtree(scratch, ignore_errors=True)
     source, out = scratch / "checkpoint", scratch / "out"
-    _write_checkpoint(module, checkpoint, source)
+    tokenizer = _write_checkpoint(module, checkpoint, source)
     _run_builder(source, out, scratch / "cache")
     document: dict[str, Any] = json.loads((out / "genai_config.json").read_text("utf-8"))
+    if not tokenizer:  # the stand-in's class may add tokens: the model's own ids decide
+        document["model"].update(special_tokens(module))
     return with_layout(document, *names)
 
 
-def _write_checkpoint(module: Any, checkpoint: Path | None, folder: Path) -> None:
+def special_tokens(module: Any) -> dict[str, Any]:
+    """bos, eos and pad as the model generates with them (its generation_config, else its
+    config), as the builder writes them when a tokenizer adds nothing: bos 1 and pad the first
+    end-of-sequence token when unset."""
+    config, generation = module.config, getattr(module, "generation_config", None)
+
+    def given(name: str) -> Any:
+        value = getattr(generation, name, None)
+        return getattr(config, name, None) if value is None else value
+
+    eos = given("eos_token_id")
+    first = eos[0] if isinstance(eos, list) and eos else eos
+    pad, bos = given("pad_token_id"), given("bos_token_id")
+    return {"eos_token_id": eos, "pad_token_id": first if pad is None else pad,
+            "bos_token_id": 1 if bos is None else bos}
+
+
+def _write_checkpoint(module: Any, checkpoint: Path | None, folder: Path) -> bool:
+    """The builder's input folder; whether it holds the checkpoint's own tokenizer."""
     folder.mkdir(parents=True)
     config = copy.deepcopy(module.config)
     config.architectures = config.architectures or [type(module).__name__]
+    _generic_names(config)
     config.save_pretrained(folder)
     generation = getattr(module, "generation_config", None)
     if generation is not None:
@@ -68,6 +89,16 @@ def _write_checkpoint(module: Any, checkpoint: Path | None, folder: Path) -> Non
         shutil.copyfile(file, folder / file.name)
     if not given:
         _stand_in_tokenizer(int(config.get_text_config().vocab_size), folder)
+    return bool(given)
+
+
+def _generic_names(config: Any) -> None:
+    """The names the builder's generic route reads (it sizes the config from them, no weights),
+    from GPT-2's own: `n_inner` (None: 4 x the width), `activation_function`."""
+    if getattr(config, "intermediate_size", None) is None:
+        config.intermediate_size = getattr(config, "n_inner", None) or 4 * int(config.hidden_size)
+    if getattr(config, "hidden_act", None) is None:
+        config.hidden_act = getattr(config, "activation_function", None) or "gelu"
 
 
 def _stand_in_tokenizer(vocabulary: int, folder: Path) -> None:
@@ -110,9 +141,22 @@ def with_layout(document: dict[str, Any], inputs: tuple[str, ...],
     decoder["filename"] = "model.onnx"
     if model.get("type") not in GENAI_TYPES:
         model["type"] = "decoder"
+    _check_tokens(model)
     missing = [name for name in ("input_ids", "attention_mask") if name not in inputs]
     if missing or "logits" not in outputs:
         raise BundleError(f"the decoder file lacks {', '.join(missing) or 'logits'}, which "
                           "onnxruntime-genai feeds or reads")
     document["search"]["past_present_share_buffer"] = False  # the file's present grows
     return document
+
+
+def _check_tokens(model: dict[str, Any]) -> None:
+    """onnxruntime-genai refuses an end-of-sequence token outside the vocabulary (and needs
+    one): say so here, naming the config's value, rather than when the bundle is loaded."""
+    eos, vocabulary = model.get("eos_token_id"), int(model.get("vocab_size", 0))
+    ids = eos if isinstance(eos, list) else [eos]
+    if eos is None or not all(isinstance(item, int) and 0 <= item < vocabulary for item in ids):
+        raise BundleError(
+            f"onnxruntime-genai needs an end-of-sequence token within the vocabulary (0 to "
+            f"{vocabulary - 1}); the model's eos_token_id is {eos}. Set eos_token_id in its "
+            "config or generation_config to the token generation ends with")

@@ -7,10 +7,9 @@ from __future__ import annotations
 from typing import Any, cast
 
 from onnx_parity.generation_results import Bundle, RuntimeGeneration, TokenDifference
-from onnx_parity.report.json_shapes import (
+from onnx_parity.report.generation_shapes import (
     BundleJson,
     GenerationJson,
-    JsonValue,
     RuntimeGenerationJson,
     TokenDifferenceJson,
 )
@@ -42,7 +41,7 @@ def add_deployment(data: GenerationJson, bundles: tuple[Bundle, ...],
 
 
 def bundle_to_json(bundle: Bundle) -> BundleJson:
-    documents = cast(dict[str, dict[str, JsonValue]], bundle.documents)
+    documents = cast(dict[str, dict[str, object]], bundle.documents)
     return {"runtime": bundle.runtime, "suffix": bundle.suffix, "documents": documents}
 
 

@@ -11,7 +11,7 @@ from onnx_parity.report.deployment_json import (
     difference_to_json,
     runtime_from_json,
 )
-from onnx_parity.report.json_shapes import GenerationJson
+from onnx_parity.report.generation_shapes import GenerationJson
 
 
 def generation_to_json(g: GenerationResult) -> GenerationJson:
