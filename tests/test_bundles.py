@@ -12,6 +12,7 @@ transformers' `generate` on every unpadded prompt; onnxruntime-genai in this ven
 from __future__ import annotations
 
 import json
+import re
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -168,6 +169,9 @@ def test_the_check_ran_each_prompt_in_onnxruntime_genais_own_loop(deployed: CliR
         assert not model["findings"], (name, model["findings"])
         assert [bundle["suffix"] for bundle in model["generation"]["bundles"]] == [
             "genai", "optimum"]
+    assert deployed.stdout.count(
+        f"onnxruntime-genai's own loop: tokens agree {4 * STEPS}/{4 * STEPS} (4 prompts, "
+        "unpadded); bundles: onnxruntime-genai, optimum") == len(NAMES)
 
 
 OPTIMUM_SCRIPT = '''
@@ -250,3 +254,50 @@ def test_without_the_genai_extra_the_key_is_exit_2_naming_the_extra(tmp_path: Pa
     assert "needs onnxruntime-genai" in said
     assert "pip install 'onnx-parity[genai]'" in said
 
+
+
+# ---------------------------------------------------------------------------------------------
+# genai_config.json from the builder's document
+
+
+def builder_document(model_type: str, eos: object = 2) -> dict[str, Any]:
+    """The shape onnxruntime-genai 0.18's builder writes (config_only, Llama's inputs)."""
+    return {"model": {"type": model_type, "eos_token_id": eos, "vocab_size": 64, "decoder": {
+        "filename": "model.onnx", "inputs": {"input_ids": "input_ids",
+                                             "attention_mask": "attention_mask",
+                                             "past_key_names": "past_key_values.%d.key"},
+        "outputs": {"logits": "logits"}}}, "search": {"past_present_share_buffer": True}}
+
+
+LAYOUT = (("input_ids", "attention_mask", "position_ids", "past_key_values.0.key"),
+          ("logits", "present.0.key"))
+
+
+def test_the_builders_document_takes_the_decoder_files_names() -> None:
+    from onnx_parity.export.genai_config import with_layout
+
+    document = with_layout(builder_document("llama"), *LAYOUT)
+    assert document["model"]["decoder"]["inputs"] == {
+        "input_ids": "input_ids", "attention_mask": "attention_mask",
+        "position_ids": "position_ids", "past_key_names": "past_key_values.%d.key",
+        "past_value_names": "past_key_values.%d.value"}
+    assert document["model"]["decoder"]["outputs"] == {
+        "logits": "logits", "present_key_names": "present.%d.key",
+        "present_value_names": "present.%d.value"}
+    assert document["model"]["type"] == "llama"
+    assert document["search"]["past_present_share_buffer"] is False
+
+
+def test_an_architecture_the_runtime_does_not_know_runs_as_the_generic_decoder() -> None:
+    from onnx_parity.export.genai_config import with_layout
+
+    assert with_layout(builder_document("gpt2lmheadmodel"), *LAYOUT)["model"]["type"] == "decoder"
+
+
+@pytest.mark.parametrize("eos", [None, 64, [2, 50256]])
+def test_an_end_of_sequence_token_outside_the_vocabulary_is_a_bundle_error(eos: object) -> None:
+    from onnx_parity.export.genai_config import BundleError, with_layout
+
+    with pytest.raises(BundleError, match=r"within the vocabulary \(0 to 63\); the model's "
+                                          rf"eos_token_id is {re.escape(str(eos))}\. Set"):
+        with_layout(builder_document("llama", eos), *LAYOUT)
