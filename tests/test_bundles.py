@@ -87,7 +87,8 @@ def config(models: tuple[str, ...]) -> str:
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     root = tmp_path_factory.mktemp("bundles")
     repo = write_model_repo(root, ("library", MODELS), prompts(), config(NAMES))
-    run = run_cli("check", cwd=repo, out=root / "out", timeout=1200)
+    run = run_cli("check", "--cache", str(root / "cache"), cwd=repo, out=root / "out",
+                  timeout=1200)
     assert run.code == 0, run.stdout + run.stderr
     return run
 
@@ -172,6 +173,21 @@ def test_the_check_ran_each_prompt_in_onnxruntime_genais_own_loop(deployed: CliR
     assert deployed.stdout.count(
         f"onnxruntime-genai's own loop: tokens agree {4 * STEPS}/{4 * STEPS} (4 prompts, "
         "unpadded); bundles: onnxruntime-genai, optimum") == len(NAMES)
+
+
+@pytest.mark.slow
+def test_a_cached_model_writes_the_same_bundles_without_a_worker(deployed: CliRun) -> None:
+    """The bundles' documents come back with the cached result (report.json's record)."""
+    out = deployed.folder
+    again = run_cli("check", "--cache", str(out.parent / "cache"), cwd=out.parent / "repo",
+                    out=out.parent / "again")
+    assert again.code == 0, again.stdout + again.stderr
+    assert all(model["cached_from"] for model in again.models().values())
+    for name in NAMES:
+        for suffix in ("genai", "optimum"):
+            folder = f"{name}.{suffix}"
+            assert {path.name: path.read_bytes() for path in (again.folder / folder).iterdir()} \
+                == {path.name: path.read_bytes() for path in (out / folder).iterdir()}
 
 
 OPTIMUM_SCRIPT = '''
