@@ -29,9 +29,8 @@ def wanted(spec: ModelSpec) -> tuple[str, ...]:
     generate = spec.generate
     if generate is None:
         return ()
-    extra = (generate.runtime,) if generate.runtime and generate.runtime not in generate.bundle \
-        else ()
-    return (*generate.bundle, *extra)
+    runtime = (generate.runtime,) if generate.runtime else ()
+    return tuple(dict.fromkeys((*generate.bundle, *runtime)))  # in order, each once
 
 
 def make_bundles(module: Any, spec: ModelSpec, names: tuple[tuple[str, ...], ...],

@@ -10,7 +10,6 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -35,8 +34,7 @@ def deployed(decoders: Decoders, names: tuple[tuple[str, ...], ...],
              prompts: dict[str, np.ndarray], spec: ModelSpec, workdir: Path,
              result: GenerationResult) -> Deployed:
     """`names`: the decoder file's inputs and outputs, which genai_config.json names."""
-    module: Any = decoders.module
-    bundles, findings = make_bundles(module, spec, names, workdir)
+    bundles, findings = make_bundles(decoders.module, spec, names, workdir)
     done = Deployed(dataclasses.replace(result, bundles=bundles), findings)
     genai = next((bundle for bundle in bundles if bundle.runtime == GENAI), None)
     if spec.generate is None or spec.generate.runtime != GENAI or genai is None:
