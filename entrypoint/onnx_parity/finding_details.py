@@ -130,6 +130,7 @@ class FindingDetails(TypedDict, total=False):
     logit_diff: float
     margin: float
     near_tie: bool
+    runtime: str  # the runtime whose own loop generated (`runtime`, verification/genai_runtime.py)
     # where it points (pipeline/all_models.py) and localisation (verification/localise.py)
     source: str
     localisation: str

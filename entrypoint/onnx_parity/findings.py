@@ -34,6 +34,7 @@ Code: TypeAlias = Literal[
     "nondeterministic-model",
     "runtime-unsupported",
     "generation-mismatch",
+    "bundle-error",
 ]
 CODES: tuple[Code, ...] = get_args(Code)
 
@@ -278,6 +279,13 @@ CATALOGUE: dict[Code, CodeInfo] = {
         'Set `dtype = "float32"` to check the model in float32 on the CPU (the factory\'s '
         'model and its float samples are cast before export), with `variants = ["fp16"]` to '
         "check half precision too; or check it where onnxruntime's provider has the kernel.",
+    ),
+    "bundle-error": CodeInfo(
+        Severity.ERROR,
+        "a runtime's bundle folder (`bundle`) could not be written: onnxruntime-genai's model "
+        "builder failed, or the model is not a decoder-only transformers model",
+        "Read the reason in the message; the decoder file's own check is unaffected. Remove the "
+        "runtime from `bundle` for a model it does not support.",
     ),
     "generation-mismatch": CodeInfo(
         Severity.ERROR,

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from onnx_parity.export import ExportOutcome, export_model, inspect_model, model_findings
+from onnx_parity.export import ExportOutcome, export_model, inspect_model, model_findings, wanted
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.models import (
     BoundInputs,
@@ -30,6 +30,7 @@ from onnx_parity.models import (
     step_samples,
     step_spec,
 )
+from onnx_parity.pipeline.deploying import deployed
 from onnx_parity.settings import ModelSpec, at_dtype
 from onnx_parity.variants import GeneratingModel, generation_variants, skipped_variants
 from onnx_parity.verification import (
@@ -98,6 +99,12 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
     ledger.findings += findings
     ledger.comparisons += generated.comparisons
     ledger.generation = generated.result
+    if wanted(spec):  # `bundle`, `runtime`: the folders each runtime loads, its own loop
+        with timer.step("bundles"):
+            done = deployed(decoders, (tuple(facts.inputs), tuple(facts.outputs)),
+                            samples.named, spec, workdir, generated.result)
+        ledger.findings += done.findings
+        ledger.generation = done.result
     if spec.variants:
         with timer.step("variants"):
             _variants(GeneratingModel(outcome.model, decoders, samples.named, spec,

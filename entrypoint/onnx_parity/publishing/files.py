@@ -10,6 +10,7 @@ from pathlib import Path
 
 from onnx_parity.errors import UserError
 from onnx_parity.model_files import remove_model
+from onnx_parity.publishing.bundles import write_bundles
 from onnx_parity.report import (
     ReportFormatError,
     divergence_record,
@@ -87,6 +88,7 @@ def _write_model(run: RunResult, name: str, out: Path) -> None:
     if model.onnx_path and Path(model.onnx_path).is_file():
         onnx_file = f"{name}.onnx"
         _move_model(Path(model.onnx_path), model.onnx_files, out / onnx_file)
+        write_bundles(model, out / onnx_file)  # `bundle`: beside the decoder file
     record = parity_record(model, run.versions, onnx_file)
     _write_json(out / f"{name}.parity.json", record)
     divergence = divergence_record(model)

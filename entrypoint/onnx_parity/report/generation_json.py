@@ -3,30 +3,32 @@ checked with `generate` (older reports and other models have none)."""
 
 from __future__ import annotations
 
-from onnx_parity.generation_results import GenerationResult, TokenDifference
-from onnx_parity.report.json_shapes import GenerationJson, TokenDifferenceJson
+from onnx_parity.generation_results import GenerationResult
+from onnx_parity.report.deployment_json import (
+    add_deployment,
+    bundles_from_json,
+    difference_from_json,
+    difference_to_json,
+    runtime_from_json,
+)
+from onnx_parity.report.generation_shapes import GenerationJson
 
 
 def generation_to_json(g: GenerationResult) -> GenerationJson:
-    first = g.first_token_difference
-    difference: TokenDifferenceJson | None = None if first is None else {
-        "step": first.step, "row": first.row, "pytorch_token": first.pytorch_token,
-        "onnx_token": first.onnx_token, "logit_diff": first.logit_diff,
-        "margin": first.margin, "near_tie": first.near_tie}
-    return {"steps": g.steps, "rows": g.rows, "tokens_agree": list(g.tokens_agree),
-            "first_token_difference": difference, "max_logit_diff": list(g.max_logit_diff),
-            "teacher_forced_from": g.teacher_forced_from}
+    data: GenerationJson = {
+        "steps": g.steps, "rows": g.rows, "tokens_agree": list(g.tokens_agree),
+        "first_token_difference": difference_to_json(g.first_token_difference),
+        "max_logit_diff": list(g.max_logit_diff), "teacher_forced_from": g.teacher_forced_from}
+    add_deployment(data, g.bundles, g.runtime)
+    return data
 
 
 def generation_from_json(data: GenerationJson | None) -> GenerationResult | None:
     if not data:
         return None
-    first = data["first_token_difference"]
     return GenerationResult(
         steps=data["steps"], rows=data["rows"], tokens_agree=tuple(data["tokens_agree"]),
-        first_token_difference=None if first is None else TokenDifference(
-            step=first["step"], row=first["row"], pytorch_token=first["pytorch_token"],
-            onnx_token=first["onnx_token"], logit_diff=first["logit_diff"],
-            margin=first["margin"], near_tie=first["near_tie"]),
+        first_token_difference=difference_from_json(data["first_token_difference"]),
         max_logit_diff=tuple(data["max_logit_diff"]),
-        teacher_forced_from=data["teacher_forced_from"])
+        teacher_forced_from=data["teacher_forced_from"], bundles=bundles_from_json(data),
+        runtime=runtime_from_json(data))

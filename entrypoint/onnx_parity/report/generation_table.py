@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 
 from onnx_parity.generation_results import GenerationResult
+from onnx_parity.report.deployment_text import deployment_clause
 from onnx_parity.results import ModelResult, RunResult
 
 STATUS = {True: "✅", False: "❌"}
@@ -26,7 +27,7 @@ def generation_summary(g: GenerationResult) -> str:
                  f"{first.pytorch_token} vs {first.onnx_token}, top-2 margin {first.margin:.2g})")
     if g.teacher_forced_from is not None:
         text += f"; teacher-forced from step {g.teacher_forced_from}"
-    return text
+    return text + deployment_clause(g)
 
 
 def generation_section(run: RunResult) -> list[str]:

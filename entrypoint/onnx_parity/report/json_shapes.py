@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import NotRequired, TypeAlias, TypedDict
 
 from onnx_parity.findings import Code
+from onnx_parity.report.generation_shapes import GenerationJson
 
 # Strict JSON has no Infinity or NaN: a figure that is one is written as "inf", "-inf", "nan".
 Figure: TypeAlias = float | str | None
@@ -193,25 +194,6 @@ class LengthsJson(TypedDict):
     run: list[int]
     skipped: dict[str, str]
     far_side: NotRequired[list[int]]  # the lengths added to break an assumption (absent: none)
-
-
-class TokenDifferenceJson(TypedDict):  # generation_results.TokenDifference
-    step: int
-    row: int
-    pytorch_token: int
-    onnx_token: int
-    logit_diff: float
-    margin: float
-    near_tie: bool
-
-
-class GenerationJson(TypedDict):  # generation_results.GenerationResult
-    steps: int
-    rows: int
-    tokens_agree: list[int]  # per row: steps whose tokens agreed before the first difference
-    first_token_difference: TokenDifferenceJson | None
-    max_logit_diff: list[float]  # per step, padded positions left out
-    teacher_forced_from: int | None
 
 
 class ModelJson(TypedDict):

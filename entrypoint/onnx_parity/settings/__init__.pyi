@@ -3,6 +3,7 @@
 
 from .config_entry import entry_header, model_entry
 from .config_file import CONFIG_NAME, PYPROJECT_NAME, PYPROJECT_TABLE
+from .deployment_keys import GENAI, OPTIMUM
 from .dimension_names import Linear, parse_dimension
 from .dtypes import at_dtype
 from .environment import resolved_env
@@ -28,7 +29,9 @@ __all__ = [
     "DEFAULT_TIMEOUT_SECONDS",
     "EXPORTERS",
     "FLOAT_DTYPES",
+    "GENAI",
     "OPTIMIZATION_LEVELS",
+    "OPTIMUM",
     "PYPROJECT_NAME",
     "PYPROJECT_TABLE",
     "AllowWarning",

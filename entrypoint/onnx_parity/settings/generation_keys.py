@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onnx_parity.settings.deployment_keys import bundle_value, runtime_value
 from onnx_parity.settings.values import (
     ConfigError,
     KeyContext,
@@ -24,7 +25,7 @@ PROMPT_INPUTS = ("input_ids", "attention_mask")
 FEATURE_INPUTS = ("input_features",)  # a speech encoder-decoder's (Whisper's) encoder input
 MAX_STEPS = 4096
 _FIX = "a table, e.g. generate = { steps = 16 }"
-_FIELDS = ("steps", "stop-at-eos", "cache", "cache-shape")
+_FIELDS = ("steps", "stop-at-eos", "cache", "cache-shape", "bundle", "runtime")
 _EXCLUSIVE = ("dynamic-axes", "outputs", "axis-sizes")
 
 
@@ -38,6 +39,10 @@ class Generation:
     # returning (logits, *present); None: a transformers model with its own cache object.
     cache: str | None = None
     cache_shape: tuple[int, int, int] | None = None  # layers, kv_heads, head_dim
+    # The runtimes a bundle folder is written for, and the runtime whose own loop generates the
+    # prompts again (settings/deployment_keys.py).
+    bundle: tuple[str, ...] = ()
+    runtime: str | None = None
 
 
 def generate_value(value: object, context: KeyContext) -> Generation:
@@ -55,7 +60,9 @@ def generate_value(value: object, context: KeyContext) -> Generation:
     cache = _cache(value, context)
     return Generation(steps=_steps(value["steps"], context.place.at(dotted(context.key, "steps"))),
                       stop_at_eos=_flag(value, context), cache=cache,
-                      cache_shape=_cache_shape(value, context, cache))
+                      cache_shape=_cache_shape(value, context, cache),
+                      bundle=bundle_value(value, context, cache),
+                      runtime=runtime_value(value, context, cache))
 
 
 def _check_neighbours(context: KeyContext) -> None:

@@ -289,7 +289,8 @@ class ModelSpec:
             "lengths); the batch axis (`batch-axis`, axis 0 by default) is `batch-sizes`' job.")
     # Last: its check sees `inputs`, `outputs`, `dynamic-axes` and `axis-sizes` read before it.
     generate: Generation | None = setting(
-        "generate", kind="table { steps, stop-at-eos, cache, cache-shape }", check=generate_value,
+        "generate", kind="table { steps, stop-at-eos, cache, cache-shape, bundle, runtime }",
+        check=generate_value,
         default=None, shown="none (one forward pass is checked)", model_only=True,
         example="generate = { steps = 16 }",
         doc="Checks a causal language model the way it generates: one decoder-with-past ONNX "
@@ -304,8 +305,12 @@ class ModelSpec:
             "decoded too, their token agreement their top-1 agreement. An encoder-decoder "
             "generator (BART, T5, Whisper, Marian) exports `<name>.encoder.onnx` and the decoder "
             "`<name>.onnx`, its `inputs` the encoder's (`input_ids` and `attention_mask`, or "
-            "`input_features`), decoded from the model's decoder start token. See "
-            "docs/generation.md.")
+            "`input_features`), decoded from the model's decoder start token. `bundle = "
+            '["onnxruntime-genai", "optimum"]` writes beside the decoder the folder each runtime '
+            "loads unchanged (`<name>.genai/`, `<name>.optimum/`); `runtime = "
+            '"onnxruntime-genai"` generates the prompts again with that runtime\'s own loop from '
+            "its bundle, token by token against PyTorch (both need `pip install "
+            "'onnx-parity[genai]'`). See docs/generation.md.")
 
 
 def declared_keys() -> tuple[Key, ...]:

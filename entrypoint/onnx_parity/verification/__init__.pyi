@@ -6,6 +6,7 @@ from .cuts import CutRun, ort_feed
 from .divergence_text import first_sentence
 from .drift import drift_findings
 from .encoder_decoding import EncoderSide
+from .genai_runtime import check_runtime
 from .generation import Decoders, FailingStep, Generated, check_generation, failing_cut
 from .lengths import Assumed
 from .localised_findings import attach_localised
@@ -30,6 +31,7 @@ __all__ = [
     "Verified",
     "attach_localised",
     "check_generation",
+    "check_runtime",
     "drift_findings",
     "failing_cut",
     "first_sentence",
