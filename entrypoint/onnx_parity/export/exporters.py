@@ -14,6 +14,7 @@ from onnx_parity.export.guards import capture_program
 from onnx_parity.export.saving import export_folder, gathered, save_program
 from onnx_parity.locations import shorten
 from onnx_parity.model_files import ModelFile
+from onnx_parity.models import left_as_found
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,10 @@ def export(exporter: str, request: ExportRequest, destination: Path) -> Exported
     started = time.perf_counter()
     failure: Exception | None = None
     program: Any = None
-    with captured() as capture:
+    # The module as it was afterwards: torch.export's tracing leaves an attribute a forward
+    # assigns holding a FakeTensor (transformers' LongRoPE `long_inv_freq`), which PyTorch's
+    # later runs would then compute with.
+    with captured() as capture, left_as_found(request.module):
         try:
             model, program, uncaptured = run(request, destination)
         except Exception as error:  # every exporter failure becomes evidence, never a crash

@@ -11,6 +11,7 @@ from .factory import LoadedModel, build_model
 from .flat_call import FlatInputs, flat_inputs, has_structure
 from .load_errors import LoadError, load_finding
 from .model_zoo import GoldenCase
+from .module_state import left_as_found
 from .probe import ProbeResult, probe_model
 from .reference import (
     Call,
@@ -56,6 +57,7 @@ __all__ = [
     "has_structure",
     "input_shapes",
     "installed_version",
+    "left_as_found",
     "load_finding",
     "load_samples",
     "missing_release_note",
