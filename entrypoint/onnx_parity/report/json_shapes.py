@@ -205,6 +205,24 @@ class TokenDifferenceJson(TypedDict):  # generation_results.TokenDifference
     near_tie: bool
 
 
+class ThresholdStepJson(TypedDict):  # generation_results.ThresholdStep
+    past: int  # the past length; the step has past + 1 positions
+    max_logit_diff: float
+    tokens_agree: int  # rows whose greedy token agreed
+    rows: int
+    differing_rows: list[int]
+
+
+class ThresholdJson(TypedDict):  # generation_results.ThresholdRun
+    key: str  # the config key
+    value: int
+    layers: list[int]  # the layers it applies to; [] = every layer
+    passed: bool
+    steps: list[ThresholdStepJson]  # [] when not run
+    built: str  # how the past was built
+    skipped: str | None  # why no step ran
+
+
 class GenerationJson(TypedDict):  # generation_results.GenerationResult
     steps: int
     rows: int
@@ -212,6 +230,7 @@ class GenerationJson(TypedDict):  # generation_results.GenerationResult
     first_token_difference: TokenDifferenceJson | None
     max_logit_diff: list[float]  # per step, padded positions left out
     teacher_forced_from: int | None
+    thresholds: NotRequired[list[ThresholdJson]]  # position thresholds (absent: older reports)
 
 
 class ModelJson(TypedDict):
