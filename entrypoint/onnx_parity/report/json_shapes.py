@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import NotRequired, TypeAlias, TypedDict
 
 from onnx_parity.findings import Code
+from onnx_parity.report.threshold_json import ThresholdJson
 
 # Strict JSON has no Infinity or NaN: a figure that is one is written as "inf", "-inf", "nan".
 Figure: TypeAlias = float | str | None
@@ -203,24 +204,6 @@ class TokenDifferenceJson(TypedDict):  # generation_results.TokenDifference
     logit_diff: float
     margin: float
     near_tie: bool
-
-
-class ThresholdStepJson(TypedDict):  # generation_results.ThresholdStep
-    past: int  # the past length; the step has past + 1 positions
-    max_logit_diff: float
-    tokens_agree: int  # rows whose greedy token agreed
-    rows: int
-    differing_rows: list[int]
-
-
-class ThresholdJson(TypedDict):  # generation_results.ThresholdRun
-    key: str  # the config key
-    value: int
-    layers: list[int]  # the layers it applies to; [] = every layer
-    passed: bool
-    steps: list[ThresholdStepJson]  # [] when not run
-    built: str  # how the past was built
-    skipped: str | None  # why no step ran
 
 
 class GenerationJson(TypedDict):  # generation_results.GenerationResult

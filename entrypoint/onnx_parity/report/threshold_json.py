@@ -4,8 +4,27 @@ and greedy-token agreement, how the past was built, or why no step ran."""
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 from onnx_parity.generation_results import ThresholdRun, ThresholdStep
-from onnx_parity.report.json_shapes import ThresholdJson
+
+
+class ThresholdStepJson(TypedDict):  # generation_results.ThresholdStep
+    past: int  # the past length; the step has past + 1 positions
+    max_logit_diff: float
+    tokens_agree: int  # rows whose greedy token agreed
+    rows: int
+    differing_rows: list[int]
+
+
+class ThresholdJson(TypedDict):  # generation_results.ThresholdRun
+    key: str  # the config key
+    value: int
+    layers: list[int]  # the layers it applies to; [] = every layer
+    passed: bool
+    steps: list[ThresholdStepJson]  # [] when not run
+    built: str  # how the past was built
+    skipped: str | None  # why no step ran
 
 
 def thresholds_to_json(runs: tuple[ThresholdRun, ...]) -> list[ThresholdJson]:
