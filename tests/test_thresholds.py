@@ -187,6 +187,13 @@ def test_longrope_and_dynamic_rope_switch_on_a_length_and_the_static_types_do_no
                      "yarn": [], "llama3": []}
 
 
+def test_llama_4_scaling_steps_at_original_max_position_embeddings() -> None:
+    from transformers import Ministral3Config
+
+    assert _thresholds(Ministral3Config(num_hidden_layers=2)) == [  # yarn + llama_4_scaling_beta
+        ("original_max_position_embeddings", 16384, ())]
+
+
 def test_sliding_and_chunked_layers_are_read_per_layer_type() -> None:
     from transformers import (
         Gemma3TextConfig,

@@ -8,6 +8,8 @@ Read from the model's config as transformers 5.23's code compares a length with 
   `max_position_embeddings` it was built for (`_compute_dynamic_ntk_parameters` takes
   `max(seq_len, max_position_embeddings)`). `yarn`, `llama3`, `linear` and `proportional`
   compute their frequencies once from the config, whatever the length: no threshold.
+  `llama_4_scaling_beta` (Ministral3, Mistral4) scales the queries by
+  `1 + beta * log(1 + floor(position / original_max_position_embeddings))`: a step there.
 - masks (`masking_utils`): a sliding layer attends to `kv_idx > q_idx - sliding_window`, so
   past `sliding_window` positions the first ones leave the window (the layers whose
   `layer_types` entry is `sliding_attention`, or every layer without `layer_types`); a chunked
@@ -90,9 +92,12 @@ def _rope(config: Any) -> list[Threshold]:
 
 def _rope_table(config: Any, table: dict[str, Any]) -> list[Threshold]:
     kind = str(table.get("rope_type", table.get("type", "default")))
+    original = table.get("original_max_position_embeddings",
+                         getattr(config, "original_max_position_embeddings", None))
+    if table.get("llama_4_scaling_beta"):  # Ministral3, Mistral4: a step at each multiple
+        return _one("original_max_position_embeddings", original, "llama_4_scaling_beta: "
+                    "the query scale 1 + beta * log(1 + floor(position / it)) steps up")
     if kind == "longrope":
-        original = table.get("original_max_position_embeddings",
-                             getattr(config, "original_max_position_embeddings", None))
         return _one("original_max_position_embeddings", original,
                     "rope_type longrope: long_factor instead of short_factor past it")
     if "dynamic" in kind:  # dynamic_rope_update's own test
