@@ -131,6 +131,11 @@ class FindingDetails(TypedDict, total=False):
     margin: float
     near_tie: bool
     runtime: str  # the runtime whose own loop generated (`runtime`, verification/genai_runtime.py)
+    # a position threshold crossed (verification/threshold_steps.py), with `max_abs_diff`
+    config_key: str
+    threshold: int
+    past_length: int
+    rows: list[int]
     # where it points (pipeline/all_models.py) and localisation (verification/localise.py)
     source: str
     localisation: str

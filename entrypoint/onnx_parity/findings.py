@@ -35,6 +35,7 @@ Code: TypeAlias = Literal[
     "runtime-unsupported",
     "generation-mismatch",
     "bundle-error",
+    "position-threshold",
 ]
 CODES: tuple[Code, ...] = get_args(Code)
 
@@ -295,6 +296,17 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "position, mask or cache length computed as a Python number during export (baked by "
         "TorchScript) or a branch only the one-token step takes; compare the per-step logit "
         "drift in the report. A near-tie is numeric noise deciding between two equal tokens.",
+    ),
+    "position-threshold": CodeInfo(
+        Severity.ERROR,
+        "a generating model differs from PyTorch across a position threshold its config names "
+        "(`original_max_position_embeddings` of LongRoPE, `max_position_embeddings` of dynamic "
+        "NTK, `sliding_window`, `attention_chunk_size`), checked by decoding steps just below, "
+        "at and just past it from a built past (`generate`)",
+        "The file computes as at the export's length where PyTorch switches: compute both "
+        "branches in the graph (torch.where over the length, as transformers 5's LongRoPE "
+        "does), or cap the deployed context at the threshold (`max-context`); the finding "
+        "names the fix measured for its key.",
     ),
 }
 

@@ -23,6 +23,35 @@ class TokenDifference:
 
 
 @dataclass(frozen=True)
+class ThresholdStep:
+    """One decoding step across a position threshold: its past length (the step has one more
+    position), both sides' logits compared and their greedy tokens."""
+
+    past: int
+    max_logit_diff: float
+    tokens_agree: int  # rows whose greedy token agreed
+    rows: int
+    differing_rows: tuple[int, ...]  # rows whose logits are outside the tolerance or token differs
+
+
+@dataclass(frozen=True)
+class ThresholdRun:
+    """A position threshold of the model's config (models/thresholds.py) and the decoding steps
+    run across it: total lengths T - 1, T and T + 1 (past lengths T - 2, T - 1, T)."""
+
+    key: str  # the config key
+    value: int
+    layers: tuple[int, ...]  # the layers it applies to; () = every layer
+    steps: tuple[ThresholdStep, ...]  # () when not run (`skipped` says why)
+    built: str = ""  # how the past was built
+    skipped: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return all(not step.differing_rows for step in self.steps)
+
+
+@dataclass(frozen=True)
 class GenerationResult:
     """Greedy decoding of every committed prompt, PyTorch's and onnxruntime's side by side."""
 
@@ -34,6 +63,7 @@ class GenerationResult:
     teacher_forced_from: int | None  # the step after the first difference, when one ran
     bundles: tuple[Bundle, ...] = ()  # `bundle`: the folders written beside the decoder
     runtime: RuntimeGeneration | None = None  # `runtime`: the prompts in that runtime's loop
+    thresholds: tuple[ThresholdRun, ...] = ()  # position thresholds crossed (or not, and why)
 
     @property
     def agreed(self) -> int:

@@ -24,6 +24,7 @@ from .reference import (
 )
 from .samples import SampleSet, cast_samples, load_samples
 from .shapes import Dimension, dimensions, input_shapes, resize, widened_for_export
+from .thresholds import PositionLimits, Threshold, position_limits
 from .torch_builds import companion_pins, installed_version, missing_release_note
 
 __all__ = [
@@ -36,10 +37,12 @@ __all__ = [
     "LoadError",
     "LoadedModel",
     "OutputKind",
+    "PositionLimits",
     "ProbeResult",
     "Reference",
     "ReferenceFailure",
     "SampleSet",
+    "Threshold",
     "as_call",
     "batch_arrays",
     "batch_plan",
@@ -61,6 +64,7 @@ __all__ = [
     "load_samples",
     "missing_release_note",
     "one_run",
+    "position_limits",
     "probe_model",
     "resize",
     "run_reference",

@@ -9,6 +9,7 @@ decodes and judges.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ from onnx_parity.models import (
     encoder_module,
     encoder_spec,
     load_samples,
+    position_limits,
     step_samples,
     step_spec,
 )
@@ -40,6 +42,7 @@ from onnx_parity.verification import (
     StepCase,
     attach_localised,
     check_generation,
+    check_thresholds,
     failing_cut,
     localise,
     not_localised,
@@ -91,18 +94,23 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
         decoders = Decoders(loaded.module, outcome.model.path, shape, flat, dtype, job.threads,
                             encoder)
         generated = check_generation(decoders, samples.named, spec, ledger.findings)
+    with timer.step("thresholds"):  # the config's position thresholds, crossed
+        context = spec.generate.max_context if spec.generate else None
+        limits = position_limits(loaded.module, context)
+        crossed = check_thresholds(decoders, samples.named, spec, limits, generated.session)
+    generated.session = None  # onnxruntime's memory back before localisation
     findings = generated.findings
     if generated.failing is not None:  # a step outside the tolerance: where it starts
         with timer.step("localise"):
             findings = _localised(Failed(outcome, step, generated.failing, findings),
                                   (module, bound), job, ledger, timer)
-    ledger.findings += findings
+    ledger.findings += findings + crossed.findings
     ledger.comparisons += generated.comparisons
-    ledger.generation = generated.result
+    ledger.generation = dataclasses.replace(generated.result, thresholds=crossed.runs)
     if wanted(spec):  # `bundle`, `runtime`: the folders each runtime loads, its own loop
         with timer.step("bundles"):
             done = deployed(decoders, (tuple(facts.inputs), tuple(facts.outputs)),
-                            samples.named, spec, workdir, generated.result)
+                            samples.named, spec, workdir, ledger.generation)
         ledger.findings += done.findings
         ledger.generation = done.result
     if spec.variants:

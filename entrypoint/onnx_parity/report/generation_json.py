@@ -12,13 +12,15 @@ from onnx_parity.report.deployment_json import (
     runtime_from_json,
 )
 from onnx_parity.report.generation_shapes import GenerationJson
+from onnx_parity.report.threshold_json import thresholds_from_json, thresholds_to_json
 
 
 def generation_to_json(g: GenerationResult) -> GenerationJson:
     data: GenerationJson = {
         "steps": g.steps, "rows": g.rows, "tokens_agree": list(g.tokens_agree),
         "first_token_difference": difference_to_json(g.first_token_difference),
-        "max_logit_diff": list(g.max_logit_diff), "teacher_forced_from": g.teacher_forced_from}
+        "max_logit_diff": list(g.max_logit_diff), "teacher_forced_from": g.teacher_forced_from,
+        "thresholds": thresholds_to_json(g.thresholds)}
     add_deployment(data, g.bundles, g.runtime)
     return data
 
@@ -31,4 +33,5 @@ def generation_from_json(data: GenerationJson | None) -> GenerationResult | None
         first_token_difference=difference_from_json(data["first_token_difference"]),
         max_logit_diff=tuple(data["max_logit_diff"]),
         teacher_forced_from=data["teacher_forced_from"], bundles=bundles_from_json(data),
-        runtime=runtime_from_json(data))
+        runtime=runtime_from_json(data),
+        thresholds=thresholds_from_json(data.get("thresholds", [])))

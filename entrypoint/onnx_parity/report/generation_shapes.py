@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
+from onnx_parity.report.threshold_json import ThresholdJson
+
 
 class TokenDifferenceJson(TypedDict):  # generation_results.TokenDifference
     step: int
@@ -25,6 +27,7 @@ class GenerationJson(TypedDict):  # generation_results.GenerationResult
     teacher_forced_from: int | None
     bundles: NotRequired[list[BundleJson]]  # `bundle`: written only when there are some
     runtime: NotRequired[RuntimeGenerationJson]  # `runtime`: written only when it ran
+    thresholds: NotRequired[list[ThresholdJson]]  # position thresholds (absent: older reports)
 
 
 class BundleJson(TypedDict):  # generation_results.Bundle

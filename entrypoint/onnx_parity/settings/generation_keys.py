@@ -24,8 +24,9 @@ CACHES = ("flat",)
 PROMPT_INPUTS = ("input_ids", "attention_mask")
 FEATURE_INPUTS = ("input_features",)  # a speech encoder-decoder's (Whisper's) encoder input
 MAX_STEPS = 4096
+MAX_CONTEXT = 1 << 24  # positions: above any model's context (16M)
 _FIX = "a table, e.g. generate = { steps = 16 }"
-_FIELDS = ("steps", "stop-at-eos", "cache", "cache-shape", "bundle", "runtime")
+_FIELDS = ("steps", "stop-at-eos", "cache", "cache-shape", "max-context", "bundle", "runtime")
 _EXCLUSIVE = ("dynamic-axes", "outputs", "axis-sizes")
 
 
@@ -39,6 +40,9 @@ class Generation:
     # returning (logits, *present); None: a transformers model with its own cache object.
     cache: str | None = None
     cache_shape: tuple[int, int, int] | None = None  # layers, kv_heads, head_dim
+    # The deployed context in positions (prompt + generated): the position thresholds below it
+    # are crossed (models/thresholds.py). None: the config's max_position_embeddings.
+    max_context: int | None = None
     # The runtimes a bundle folder is written for, and the runtime whose own loop generates the
     # prompts again (settings/deployment_keys.py).
     bundle: tuple[str, ...] = ()
@@ -61,6 +65,7 @@ def generate_value(value: object, context: KeyContext) -> Generation:
     return Generation(steps=_steps(value["steps"], context.place.at(dotted(context.key, "steps"))),
                       stop_at_eos=_flag(value, context), cache=cache,
                       cache_shape=_cache_shape(value, context, cache),
+                      max_context=_max_context(value, context),
                       bundle=bundle_value(value, context, cache),
                       runtime=runtime_value(value, context, cache))
 
@@ -129,3 +134,15 @@ def _cache_shape(value: dict[str, object], context: KeyContext,
     if min(sizes) < 1:
         raise ConfigError(f"{where}: {show_value(raw)} holds a size below 1. Write {fix}.")
     return sizes[0], sizes[1], sizes[2]
+
+
+def _max_context(value: dict[str, object], context: KeyContext) -> int | None:
+    if "max-context" not in value:
+        return None
+    where = context.place.at(dotted(context.key, "max-context"))
+    fix = "a whole number of positions (prompt and generated tokens), e.g. max-context = 4096"
+    size = integer(value["max-context"], where, fix)
+    if not 2 <= size <= MAX_CONTEXT:
+        raise ConfigError(f"{where}: {size} is not between 2 and {MAX_CONTEXT}. Write {fix}: "
+                          "the longest sequence you deploy the model at.")
+    return size

@@ -289,7 +289,8 @@ class ModelSpec:
             "lengths); the batch axis (`batch-axis`, axis 0 by default) is `batch-sizes`' job.")
     # Last: its check sees `inputs`, `outputs`, `dynamic-axes` and `axis-sizes` read before it.
     generate: Generation | None = setting(
-        "generate", kind="table { steps, stop-at-eos, cache, cache-shape, bundle, runtime }",
+        "generate",
+        kind="table { steps, stop-at-eos, cache, cache-shape, max-context, bundle, runtime }",
         check=generate_value,
         default=None, shown="none (one forward pass is checked)", model_only=True,
         example="generate = { steps = 16 }",
@@ -301,8 +302,13 @@ class ModelSpec:
             'at the end-of-sequence token; `cache = "flat"` is for your own decoder, '
             "`forward(input_ids, attention_mask, [position_ids,] *past)` returning `(logits, "
             "*present)`, with `cache-shape = [layers, kv_heads, head_dim]` when it has no "
-            "`config`. `dynamic-axes`, `outputs` and `axis-sizes` do not apply; `variants` are "
-            "decoded too, their token agreement their top-1 agreement. An encoder-decoder "
+            "`config`. The position thresholds the model's config names (LongRoPE's "
+            "`original_max_position_embeddings`, dynamic NTK's `max_position_embeddings`, "
+            "`sliding_window`, `attention_chunk_size`) below its context (`max-context`, "
+            "default its `max_position_embeddings`) are crossed by decoding steps from a "
+            "built past (`position-threshold`). `dynamic-axes`, `outputs` and `axis-sizes` "
+            "do not apply; `variants` are decoded too, their token agreement their top-1 "
+            "agreement. An encoder-decoder "
             "generator (BART, T5, Whisper, Marian) exports `<name>.encoder.onnx` and the decoder "
             "`<name>.onnx`, its `inputs` the encoder's (`input_ids` and `attention_mask`, or "
             "`input_features`), decoded from the model's decoder start token. `bundle = "

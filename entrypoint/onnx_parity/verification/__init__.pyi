@@ -14,6 +14,8 @@ from .outputs import output_names, sample_notes, variant_nonfinite
 from .run_failures import reference_finding
 from .runtime import RuntimeFailure, Session, open_session, run_session
 from .step_repro import StepCase, not_localised, step_repro
+from .threshold_past import PastSide
+from .threshold_steps import ThresholdCheck, check_thresholds
 from .verified import Exported, TorchSide, Verified, verify_model
 
 __all__ = [
@@ -24,14 +26,17 @@ __all__ = [
     "Exported",
     "FailingStep",
     "Generated",
+    "PastSide",
     "RuntimeFailure",
     "Session",
     "StepCase",
+    "ThresholdCheck",
     "TorchSide",
     "Verified",
     "attach_localised",
     "check_generation",
     "check_runtime",
+    "check_thresholds",
     "drift_findings",
     "failing_cut",
     "first_sentence",
