@@ -34,6 +34,7 @@ Code: TypeAlias = Literal[
     "nondeterministic-model",
     "runtime-unsupported",
     "generation-mismatch",
+    "int4-token-difference",
 ]
 CODES: tuple[Code, ...] = get_args(Code)
 
@@ -177,7 +178,8 @@ CATALOGUE: dict[Code, CodeInfo] = {
     ),
     "variant-degraded": CodeInfo(
         Severity.ERROR,
-        "a deployment variant (int8, fp16) misses `min-sqnr-db` or `min-top1-agreement`",
+        "a deployment variant (int8, fp16, int4) misses `min-sqnr-db`, `min-top1-agreement` "
+        "or `max-perplexity-ratio`",
         "Look at the tensors named as losing the most: keep that layer in float (e.g. exclude "
         "its nodes from quantization), calibrate `int8-static` on more real samples or with "
         "`calibration = \"entropy\"`/`\"percentile\"`, or rescale the outlier channel; "
@@ -188,6 +190,16 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "an fp32 activation on the samples is outside float16's range (|x| > 65504)",
         "Scale the activation down at the line shown (normalise the input, move a large "
         "constant factor after a reduction) or keep that part of the graph in float32.",
+    ),
+    "int4-token-difference": CodeInfo(
+        Severity.NOTE,
+        "an int4 variant's greedy token differs from PyTorch fp32's; decoded again at "
+        "MatMulNBits `accuracy_level` 0, the cause is named: the 4-bit weights or the kernel's "
+        "int8 activations",
+        "When the int8 activations chose it (level 0 agrees), set `accuracy-level = 0` in "
+        "`[model.int4]` for fp32 activations (slower on CPU) if the token matters; when the "
+        "4-bit weights did, try `block-size = 16` or `symmetric = false`, keep the layer in "
+        "float, or accept it while `max-perplexity-ratio` and `min-top1-agreement` hold.",
     ),
     "variant-error": CodeInfo(
         Severity.ERROR,

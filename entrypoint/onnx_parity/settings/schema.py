@@ -68,6 +68,13 @@ from onnx_parity.settings.model_keys import (
 )
 from onnx_parity.settings.model_sources import export_command_value, transformers_value
 from onnx_parity.settings.source_folders import SourceFolders
+from onnx_parity.settings.variant_keys import (
+    DEFAULT_MAX_PERPLEXITY_RATIO,
+    EVAL_TOKENS_KEY,
+    INT4_KEY,
+    PERPLEXITY_KEY,
+    Int4,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS", "EXPORTERS", "OPTIMIZATION_LEVELS", "VARIANTS", "AllowWarning",
@@ -248,6 +255,7 @@ class ModelSpec:
         check=plain(calibration_value), default="minmax", example='calibration = "entropy"',
         doc="How `int8-static` turns the activations seen on the committed samples into int8 "
             f"ranges (onnxruntime's `CalibrationMethod`). {_OVERRIDES}")
+    int4: Int4 = setting("int4", Int4(), **INT4_KEY)  # settings/variant_keys.py
     min_sqnr_db: float | None = setting(
         "min-sqnr-db", kind="finite number", check=plain(sqnr_value), default=None,
         shown="no threshold", example="min-sqnr-db = 25",
@@ -259,6 +267,8 @@ class ModelSpec:
         doc="Below it a variant fails the model (`variant-degraded`): the share of rows whose "
             "argmax over the last axis agrees with PyTorch's, for float outputs of rank >= 2. "
             f"{_OVERRIDES}")
+    max_perplexity_ratio: float = setting("max-perplexity-ratio", DEFAULT_MAX_PERPLEXITY_RATIO,
+                                          **PERPLEXITY_KEY)
     # Absolute folders inside the repository; found from the build files when the key is unset.
     python_path: SourceFolders = setting(
         "python-path", SourceFolders(), kind="array of folder paths",
@@ -306,6 +316,8 @@ class ModelSpec:
             "`<name>.onnx`, its `inputs` the encoder's (`input_ids` and `attention_mask`, or "
             "`input_features`), decoded from the model's decoder start token. See "
             "docs/generation.md.")
+    # After `generate`, which its check requires.
+    eval_tokens: Path | None = setting("eval-tokens", None, **EVAL_TOKENS_KEY)
 
 
 def declared_keys() -> tuple[Key, ...]:

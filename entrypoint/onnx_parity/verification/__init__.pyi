@@ -3,6 +3,7 @@
 
 from .compare import nonfinite_mismatch
 from .cuts import CutRun, ort_feed
+from .decoding import OnnxDecoder, TorchDecoder
 from .divergence_text import first_sentence
 from .drift import drift_findings
 from .encoder_decoding import EncoderSide
@@ -23,9 +24,11 @@ __all__ = [
     "Exported",
     "FailingStep",
     "Generated",
+    "OnnxDecoder",
     "RuntimeFailure",
     "Session",
     "StepCase",
+    "TorchDecoder",
     "TorchSide",
     "Verified",
     "attach_localised",
