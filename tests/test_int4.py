@@ -217,6 +217,35 @@ def test_the_variants_table_shows_token_agreement_and_perplexity(checked: Any) -
     assert "| ❌ | `plain` | int4 |" in report
 
 
+MLP = '''
+import torch
+
+
+def mlp():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(),
+                               torch.nn.Linear(128, 10)).eval()
+'''
+
+
+@pytest.mark.slow
+def test_a_plain_models_int4_is_compared_output_by_output(tmp_path: Path) -> None:
+    x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
+    repo = write_model_repo(tmp_path, ("plain", MLP), {"x": x},
+                            '[[model]]\nname = "mlp"\nfactory = "models.plain:mlp"\n'
+                            'inputs = { x = "samples/x.npy" }\nvariants = ["int4"]\n'
+                            'dynamic-axes = { x = { 0 = "batch" } }\n'
+                            "min-sqnr-db = 10\n[model.int4]\nblock-size = 16\n")
+    run = run_cli("check", cwd=repo, out=tmp_path / "out")
+    assert run.code == 0, run.stdout + run.stderr
+    [model] = run.report()["models"]
+    [int4] = model["variants"]
+    assert int4["settings"]["block_size"] == 16
+    assert {c["batch_size"] for c in int4["comparisons"]} == {1, 4}
+    assert all(10 <= c["sqnr_db"] < math.inf for c in int4["comparisons"])
+    assert int4["text"] is None  # text scores are a generating model's
+
+
 # --- configuration -------------------------------------------------------------------------------
 
 BASE = '''
