@@ -129,8 +129,8 @@ def measure(case: Case, text: str, repo: Path) -> list[dict[str, object]]:
         for variant in model["variants"]:
             score = variant.get("text") or {}
             level = variant["settings"].get("accuracy_level")
-            rows.append({"case": case.label, "text": text,
-                         "variant": variant["name"] + ("" if level is None else f" (level {level})"),
+            shown = variant["name"] + ("" if level is None else f" (level {level})")
+            rows.append({"case": case.label, "text": text, "variant": shown,
                          "fp32_perplexity": score.get("fp32_perplexity"),
                          "ratio": score.get("perplexity_ratio"),
                          "top1": score.get("top1_agreement"),

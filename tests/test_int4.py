@@ -92,7 +92,8 @@ def greedy_text(repo: Path) -> np.ndarray:
     import torch
 
     spec = importlib.util.spec_from_file_location("int4_models", repo / "models" / "library.py")
-    assert spec is not None and spec.loader is not None
+    assert spec is not None
+    assert spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     start = torch.from_numpy(np.random.default_rng(2).integers(3, 64, (4, 1)))
