@@ -100,7 +100,7 @@ def test_a_key_declared_once_is_loaded_validated_listed_and_documented(tmp_path:
                                "positive number of seconds.")
     assert lines[4].startswith('error onnx-parity.toml: model "m": key "warm-up-secs": unknown '
                                'key; did you mean "warm-up-seconds"?')
-    assert "drift-warning-ratio, warm-up-seconds, axis-sizes, generate." in lines[4]
+    assert "drift-warning-ratio, warm-up-seconds, axis-sizes, generate, eval-tokens." in lines[4]
 
     # The committed pages no longer match the code: the check names the page and the command.
     stale = run([str(TOOL), "--check"], package_parent=parent)
@@ -117,7 +117,7 @@ def test_a_key_declared_once_is_loaded_validated_listed_and_documented(tmp_path:
     page = (root / "docs" / "reference" / "configuration.md").read_text(encoding="utf-8")
     assert ('| <a id="warm-up-seconds"></a>`warm-up-seconds` | number > 0 | `1` | top level and '
             "`[[model]]` | yes | Seconds of warm-up before the model is timed. |") in page
-    assert "drift-warning-ratio, warm-up-seconds, axis-sizes, generate." in page
+    assert "drift-warning-ratio, warm-up-seconds, axis-sizes, generate, eval-tokens." in page
     assert "\nwarm-up-seconds = 5\n" in page
 
 
