@@ -9,12 +9,12 @@ Each case writes a temporary repository with the model, 4 left-padded prompts an
 model predicts best, as natural text is for a trained model), and `random`, uniform token ids.
 `onnx-parity check` runs once per text with two entries of the same model: `variants = ["fp16",
 "int8-dynamic", "int4"]` (int4 at onnxruntime-genai's CPU defaults, accuracy level 4) and
-`variants = ["int4"]` at `accuracy-level = 0` (`atol = 1e-3`: the peaked case's logits are large,
-and its fp32 check must pass for variants to be built). Printed per case and text: fp32's perplexity and
-each variant's ratio, top-1 agreement and greedy token agreement. A random-weight model's
-distributions are nearly uniform (perplexity near the vocabulary), which hides quantization; the
-`-peaked` case scales the initialisation (`initializer_range = 0.2`) so its predictions are
-sharp, as a trained model's are.
+`variants = ["int4"]` at `accuracy-level = 0` (`atol = 1e-3`: the peaked case's logits are
+large, and its fp32 check must pass for variants to be built). Printed per case and text: fp32's
+perplexity and each variant's ratio, top-1 agreement and greedy token agreement. A random-weight
+model's distributions are nearly uniform (perplexity near the vocabulary), which hides
+quantization; the `-peaked` case scales the initialisation (`initializer_range = 0.2`) so its
+predictions are sharp, as a trained model's are.
 """
 
 from __future__ import annotations

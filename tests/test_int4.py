@@ -226,25 +226,57 @@ def mlp():
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(64, 128), torch.nn.GELU(),
                                torch.nn.Linear(128, 10)).eval()
+
+
+class Scale(torch.nn.Module):
+    def forward(self, x):
+        return x * 2.0 + 1.0
+
+
+def scale():
+    return Scale().eval()
 '''
+
+
+PLAIN = """
+[[model]]
+name = "{name}"
+factory = "models.plain:{name}"
+inputs = {{ x = "samples/x.npy" }}
+dynamic-axes = {{ x = {{ 0 = "batch" }} }}
+variants = ["int4"]
+min-sqnr-db = 10
+[model.int4]
+block-size = 16
+"""
 
 
 @pytest.mark.slow
 def test_a_plain_models_int4_is_compared_output_by_output(tmp_path: Path) -> None:
+    """One run: an MLP (its Linears on a 2-D input are exported as Gemm, rewritten as MatMul
+    before quantizing) built and compared, and a model without weights: a variant-error."""
+    import onnx
+
     x = np.random.default_rng(0).standard_normal((4, 64)).astype(np.float32)
     repo = write_model_repo(tmp_path, ("plain", MLP), {"x": x},
-                            '[[model]]\nname = "mlp"\nfactory = "models.plain:mlp"\n'
-                            'inputs = { x = "samples/x.npy" }\nvariants = ["int4"]\n'
-                            'dynamic-axes = { x = { 0 = "batch" } }\n'
-                            "min-sqnr-db = 10\n[model.int4]\nblock-size = 16\n")
+                            PLAIN.format(name="mlp") + PLAIN.format(name="scale"))
     run = run_cli("check", cwd=repo, out=tmp_path / "out")
-    assert run.code == 0, run.stdout + run.stderr
-    [model] = run.report()["models"]
-    [int4] = model["variants"]
+    assert run.code == 1, run.stdout + run.stderr
+    models = {model["name"]: model for model in run.report()["models"]}
+    assert models["mlp"]["passed"]
+    [int4] = models["mlp"]["variants"]
     assert int4["settings"]["block_size"] == 16
     assert {c["batch_size"] for c in int4["comparisons"]} == {1, 4}
     assert all(10 <= c["sqnr_db"] < math.inf for c in int4["comparisons"])
+    graph = onnx.load(str(tmp_path / "out" / int4["file"])).graph
+    assert [n.op_type for n in graph.node].count("MatMulNBits") == 2
+    assert "Gemm" not in {n.op_type for n in graph.node}
     assert int4["text"] is None  # text scores are a generating model's
+    [error] = findings(models["scale"], "variant-error")
+    assert error["message"].startswith("int4 could not be built: NothingToQuantize: "
+                                       "MatMulNBitsQuantizer found no MatMul or Gemm with a "
+                                       "constant weight to make 4-bit")
+    assert models["scale"]["variants"][0]["size_bytes"] is None
 
 
 # --- configuration -------------------------------------------------------------------------------

@@ -26,14 +26,32 @@ LEVEL = "accuracy_level"
 
 
 def build_int4(fp32: Path, target: Path, options: Int4, external: bool) -> None:
-    """The int4 variant of `fp32` at `target` (with external data when the fp32 file has it)."""
-    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    """The int4 variant of `fp32` at `target` (with external data when the fp32 file has it).
 
-    quantizer = MatMulNBitsQuantizer(str(fp32), bits=4, block_size=options.block_size,
+    The quantizer takes MatMuls only; an exporter writes a Linear on a 2-D input as Gemm, so
+    the Gemms are first rewritten as MatMul (+ Add) by onnxruntime's own rewrite, as
+    quantize_dynamic does, and onnxruntime-genai's builder writes every projection as MatMul."""
+    import onnx
+    from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer
+    from onnxruntime.quantization.onnx_model import ONNXModel
+
+    model = ONNXModel(onnx.load(str(fp32)))
+    model.replace_gemm_with_matmul()
+    model.clean_initializers()
+    quantizer = MatMulNBitsQuantizer(model.model, bits=4, block_size=options.block_size,
                                      is_symmetric=options.symmetric,
                                      accuracy_level=options.accuracy_level)
     quantizer.process()
+    if not any(node.op_type == QUANTIZED_OP for node in quantizer.model.model.graph.node):
+        raise NothingToQuantize(
+            "MatMulNBitsQuantizer found no MatMul or Gemm with a constant weight to make 4-bit, "
+            "so the file would be the fp32 model under an int4 name; int4 is for models whose "
+            "weights are in MatMuls (transformers' Linear layers)")
     quantizer.model.save_model_to_file(str(target), use_external_data_format=external)
+
+
+class NothingToQuantize(ValueError):
+    """The model has no weight the int4 quantizer takes (its message says why)."""
 
 
 def settings(options: Int4) -> dict[str, object]:
@@ -59,14 +77,6 @@ def at_level(built: ModelFile, level: int, target: Path) -> ModelFile:
         onnx.save(model, str(target), save_as_external_data=True,
                   all_tensors_to_one_file=True, location=data_file(target).name)
     return ModelFile.at(target)
-
-
-def quantized_nodes(model: ModelFile) -> int:
-    """How many MatMulNBits nodes the variant has (0: the quantizer found no MatMul to take)."""
-    import onnx
-
-    graph = onnx.load(str(model.path), load_external_data=False).graph
-    return sum(node.op_type == QUANTIZED_OP for node in graph.node)
 
 
 @dataclass(frozen=True)
