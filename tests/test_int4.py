@@ -340,3 +340,44 @@ def test_a_bad_int4_table_ends_the_cli_with_exit_2(tmp_path: Path) -> None:
     assert run.code == 2
     assert "7 is not a MatMulNBits accuracy_level" in run.stdout + run.stderr
     assert "Traceback" not in run.stderr
+
+
+# --- eval-tokens files -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("arrays", "expected"), [
+    ({"ids": np.zeros((2, 4), dtype=np.int64)}, "holds no `input_ids` (it holds ids)"),
+    ({"input_ids": np.arange(8)}, "holds int64 ids of shape [8], not integer token ids"),
+    ({"input_ids": np.full((2, 4), 70)}, "holds ids from 70 to 70, outside the model's "
+     "vocabulary of 64"),
+    ({"input_ids": np.ones((2, 4), dtype=np.int64),
+      "attention_mask": np.full((2, 4), 2)}, "has an attention_mask of shape [2, 4] that is "
+     "not 0/1"),
+    ({"input_ids": np.ones((2, 4), dtype=np.int64),
+      "attention_mask": np.eye(2, 4, dtype=np.int64)}, "has no row of 2 or more tokens"),
+])
+def test_a_bad_eval_tokens_file_is_a_load_error_naming_the_file_and_key(
+        tmp_path: Path, arrays: dict[str, np.ndarray], expected: str) -> None:
+    from onnx_parity.models import load_eval_tokens
+    from onnx_parity.models.load_errors import SampleError
+
+    (tmp_path / "samples").mkdir()
+    np.savez(tmp_path / "samples" / "text.npz", **arrays)
+    with pytest.raises(SampleError) as raised:
+        load_eval_tokens(tmp_path / "samples" / "text.npz", tmp_path, 64)
+    assert str(raised.value).startswith("Sample file samples/text.npz (config key "
+                                        "`eval-tokens`) ")
+    assert expected in str(raised.value)
+
+
+def test_an_eval_tokens_npy_is_every_position_text(tmp_path: Path) -> None:
+    from onnx_parity.models import load_eval_tokens
+
+    ids = np.arange(12, dtype=np.int32).reshape(3, 4)
+    np.save(tmp_path / "ids.npy", ids)
+    text = load_eval_tokens(tmp_path / "ids.npy", tmp_path, 64)
+    assert text.ids.dtype == np.int64
+    assert (text.ids == ids).all()
+    assert (text.mask == 1).all()
+    assert text.file == "ids.npy"
+    assert len(text.sha256) == 64
