@@ -357,7 +357,7 @@ def test_a_bad_int4_table_ends_the_cli_with_exit_2(tmp_path: Path) -> None:
       "attention_mask": np.eye(2, 4, dtype=np.int64)}, "has no row of 2 or more tokens"),
 ])
 def test_a_bad_eval_tokens_file_is_a_load_error_naming_the_file_and_key(
-        tmp_path: Path, arrays: dict[str, np.ndarray], expected: str) -> None:
+        tmp_path: Path, arrays: dict[str, Any], expected: str) -> None:
     from onnx_parity.models import load_eval_tokens
     from onnx_parity.models.load_errors import SampleError
 
