@@ -129,7 +129,7 @@ class FindingDetails(TypedDict, total=False):
     top1_agreement: float
     accuracy_level: int
     level0_first_difference: int | None
-    cause: str  # "weights" | "int8-activations"
+    cause: str  # "weights" | "int8-activations" | "unknown" (level 0 could not decode)
     # generation (verification/generation_review.py): the first token that differs
     step: int
     row: int

@@ -16,12 +16,15 @@ from pathlib import Path
 
 import numpy as np
 
+from onnx_parity.findings import Severity
 from onnx_parity.generation_results import TokenDifference
 from onnx_parity.model_files import ModelFile, data_file, remove_model
 from onnx_parity.settings import Int4, ModelSpec
 from onnx_parity.verification import Decoders, check_generation
 
 QUANTIZED_OP = "MatMulNBits"
+# What a rerun that decoded says of itself; any other error means level 0 did not decode.
+RERUN_VERDICTS = ("parity-mismatch", "generation-mismatch")
 LEVEL = "accuracy_level"
 
 
@@ -86,6 +89,7 @@ class LevelRerun:
     level: int  # the variant's accuracy_level
     difference: TokenDifference
     level0_first: int | None  # level 0's first differing step in that row (None: none)
+    stopped: str | None = None  # why level 0 could not decode (onnxruntime's message)
 
     @property
     def weights(self) -> bool:
@@ -106,6 +110,10 @@ def rerun_at_level0(built: ModelFile, decoders: Decoders, prompts: dict[str, np.
         again = check_generation(dataclasses.replace(decoders, model=copy.path), prompts, spec)
     finally:
         remove_model(copy.path)
+    failed = [f.message for f in again.findings if f.code not in RERUN_VERDICTS
+               and f.severity == Severity.ERROR]
+    if failed:
+        return LevelRerun(level, difference, None, failed[0])
     agreed = again.result.tokens_agree
     row = difference.row
     first = agreed[row] if row < len(agreed) and agreed[row] < again.result.steps else None

@@ -130,6 +130,9 @@ def int4_token_difference(rerun: LevelRerun) -> Finding:
     if rerun.level == 0:
         cause = ("; at accuracy_level 0 the activations are fp32, so the difference is the "
                  "quantization of the weights to 4 bits")
+    elif rerun.stopped is not None:
+        cause = (f". Decoding again at accuracy_level 0 failed ({rerun.stopped}), so the cause "
+                 "is not named")
     elif rerun.weights:
         cause = (f". Decoded again with the same weights at accuracy_level 0, that row differs "
                  f"too (from step {rerun.level0_first}): the difference is the quantization of "
@@ -144,5 +147,11 @@ def int4_token_difference(rerun: LevelRerun) -> Finding:
                  "pytorch_token": first.pytorch_token, "onnx_token": first.onnx_token,
                  "margin": first.margin, "accuracy_level": rerun.level,
                  "level0_first_difference": rerun.level0_first,
-                 "cause": "weights" if rerun.weights else "int8-activations"},
+                 "cause": _cause(rerun)},
     )
+
+
+def _cause(rerun: LevelRerun) -> str:
+    if rerun.stopped is not None:
+        return "unknown"
+    return "weights" if rerun.weights else "int8-activations"
