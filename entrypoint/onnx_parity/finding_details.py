@@ -59,7 +59,7 @@ class VariantMiss(TypedDict):
 
     output: str
     batch_size: int
-    figure: str  # "sqnr_db" | "top1_agreement"
+    figure: str  # "sqnr_db" | "top1_agreement" | "perplexity_ratio"
     value: float
     threshold: float
 
@@ -122,6 +122,14 @@ class FindingDetails(TypedDict, total=False):
     op: str | None
     largest: float
     tensors: list[str]
+    # a generating model's variant on `eval-tokens`; an int4 token's cause (variants/review.py)
+    perplexity: float
+    fp32_perplexity: float
+    tokens: int
+    top1_agreement: float
+    accuracy_level: int
+    level0_first_difference: int | None
+    cause: str  # "weights" | "int8-activations" | "unknown" (level 0 could not decode)
     # generation (verification/generation_review.py): the first token that differs
     step: int
     row: int

@@ -4,6 +4,7 @@ module; it imports nothing of the package)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,3 +119,29 @@ class RuntimeGeneration:
     # end-of-sequence token, which PyTorch picked there too)
     compared: tuple[int, ...]
     first_token_difference: TokenDifference | None
+
+
+@dataclass(frozen=True)
+class TextScore:
+    """A variant's decoder file scored teacher-forced on `eval-tokens` beside PyTorch fp32: the
+    negative log-likelihood per token (natural log) of each, over the same positions."""
+
+    file: str  # the eval-tokens file, as the user wrote it
+    rows: int
+    tokens: int  # the positions scored: each text token after a row's first
+    fp32_nll: float
+    nll: float
+    top1_agreement: float  # the share of those positions whose argmax agrees with PyTorch's
+
+    @property
+    def fp32_perplexity(self) -> float:
+        return math.exp(self.fp32_nll)
+
+    @property
+    def perplexity(self) -> float:
+        return math.exp(self.nll)
+
+    @property
+    def ratio(self) -> float:
+        """The variant's perplexity over fp32's."""
+        return math.exp(self.nll - self.fp32_nll)

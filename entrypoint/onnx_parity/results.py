@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from onnx_parity.findings import Finding, Severity
-from onnx_parity.generation_results import GenerationResult, StepRepro
+from onnx_parity.generation_results import GenerationResult, StepRepro, TextScore
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,7 @@ class VariantResult:
     onnx_path: str | None = None
     # The variant's files (its .onnx, then its external data when it has any); () before.
     files: tuple[StoredFile, ...] = ()
+    text: TextScore | None = None  # a generating model's variant scored on `eval-tokens`
 
     @property
     def worst_sqnr_db(self) -> float | None:

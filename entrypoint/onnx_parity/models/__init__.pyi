@@ -7,6 +7,7 @@ from .checkpoints import checkpoint_classes
 from .decoder import CacheShape, cache_shape, decoder_module, step_samples, step_spec
 from .dtypes import to_array
 from .encoder_decoder import encoder_module, encoder_spec
+from .eval_tokens import EvalTokens, load_eval_tokens
 from .factory import LoadedModel, build_model
 from .flat_call import FlatInputs, flat_inputs, has_structure
 from .load_errors import LoadError, load_finding
@@ -32,6 +33,7 @@ __all__ = [
     "CacheShape",
     "Call",
     "Dimension",
+    "EvalTokens",
     "FlatInputs",
     "GoldenCase",
     "LoadError",
@@ -60,6 +62,7 @@ __all__ = [
     "has_structure",
     "input_shapes",
     "installed_version",
+    "load_eval_tokens",
     "load_finding",
     "load_samples",
     "missing_release_note",

@@ -20,6 +20,7 @@ from onnx_parity.export import ExportOutcome, export_model, inspect_model, model
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.models import (
     BoundInputs,
+    EvalTokens,
     bind_inputs,
     build_model,
     cache_shape,
@@ -27,6 +28,7 @@ from onnx_parity.models import (
     decoder_module,
     encoder_module,
     encoder_spec,
+    load_eval_tokens,
     load_samples,
     position_limits,
     step_samples,
@@ -70,6 +72,7 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
         dtype = _numpy_dtype(loaded.dtype)
         bound = bind_inputs(module, step, step_samples(samples.named, shape, dtype), ())
         ledger.findings += bound.findings()
+        text = _eval_tokens(spec, repo, loaded.module, ledger)
     with timer.step("export"):
         outcome = export_model(module, bound, step, repo, workdir,
                                localise.deadline_for(spec.timeout_seconds, timer.started))
@@ -116,7 +119,18 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
     if spec.variants:
         with timer.step("variants"):
             _variants(GeneratingModel(outcome.model, decoders, samples.named, spec,
-                                      workdir / f"{spec.name}.variants"), ledger)
+                                      workdir / f"{spec.name}.variants", text), ledger)
+
+
+def _eval_tokens(spec: ModelSpec, repo: Path, module: Any, ledger: Ledger) -> EvalTokens | None:
+    """`eval-tokens`, read (and checked against the vocabulary) before the export, when a
+    variant will be scored on it."""
+    if spec.eval_tokens is None or not spec.variants:
+        return None
+    vocab = getattr(getattr(module, "config", None), "vocab_size", None)
+    text = load_eval_tokens(spec.eval_tokens, repo, vocab if isinstance(vocab, int) else None)
+    ledger.sample_sha256[text.file] = text.sha256
+    return text
 
 
 def _encoder(module: Any, samples: dict[str, np.ndarray], job: ModelJob, workdir: Path,

@@ -1,9 +1,10 @@
 """A generating model's record in report.json (`models[].generation`), written only for a model
-checked with `generate` (older reports and other models have none)."""
+checked with `generate` (older reports and other models have none); and a generating model's
+variant scored on `eval-tokens` (`models[].variants[].text`)."""
 
 from __future__ import annotations
 
-from onnx_parity.generation_results import GenerationResult
+from onnx_parity.generation_results import GenerationResult, TextScore
 from onnx_parity.report.deployment_json import (
     add_deployment,
     bundles_from_json,
@@ -12,6 +13,7 @@ from onnx_parity.report.deployment_json import (
     runtime_from_json,
 )
 from onnx_parity.report.generation_shapes import GenerationJson
+from onnx_parity.report.json_shapes import TextScoreJson
 from onnx_parity.report.threshold_json import thresholds_from_json, thresholds_to_json
 
 
@@ -35,3 +37,20 @@ def generation_from_json(data: GenerationJson | None) -> GenerationResult | None
         teacher_forced_from=data["teacher_forced_from"], bundles=bundles_from_json(data),
         runtime=runtime_from_json(data),
         thresholds=thresholds_from_json(data.get("thresholds", [])))
+
+
+def text_to_json(score: TextScore | None) -> TextScoreJson | None:
+    if score is None:
+        return None
+    return {"file": score.file, "rows": score.rows, "tokens": score.tokens,
+            "fp32_nll": score.fp32_nll, "fp32_perplexity": score.fp32_perplexity,
+            "nll": score.nll, "perplexity": score.perplexity, "perplexity_ratio": score.ratio,
+            "top1_agreement": score.top1_agreement}
+
+
+def text_from_json(data: TextScoreJson | None) -> TextScore | None:
+    if not data:
+        return None
+    return TextScore(file=data["file"], rows=data["rows"], tokens=data["tokens"],
+                     fp32_nll=data["fp32_nll"], nll=data["nll"],
+                     top1_agreement=data["top1_agreement"])

@@ -93,6 +93,19 @@ class VariantFiguresJson(TypedDict):
     notes: list[str]
     skipped: str | None
     settings: dict[str, JsonValue]
+    text: NotRequired[TextScoreJson | None]  # a generating model's variant on `eval-tokens`
+
+
+class TextScoreJson(TypedDict):  # generation_results.TextScore, with its derived figures
+    file: str
+    rows: int
+    tokens: int  # the positions scored
+    fp32_nll: float  # nats per token
+    fp32_perplexity: float
+    nll: float
+    perplexity: float
+    perplexity_ratio: float  # the variant's over fp32's
+    top1_agreement: float
 
 
 class VariantJson(VariantFiguresJson):

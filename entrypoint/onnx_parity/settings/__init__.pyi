@@ -23,6 +23,7 @@ from .schema import (
 from .source_folders import SourceFolders, found_source_folders
 from .source_root import source_root
 from .values import ConfigError
+from .variant_keys import Int4
 
 __all__ = [
     "CONFIG_NAME",
@@ -39,6 +40,7 @@ __all__ = [
     "Generation",
     "InitError",
     "InputRequest",
+    "Int4",
     "Linear",
     "ModelSpec",
     "NewModel",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onnx_parity.settings.declaration import Declaration
 from onnx_parity.settings.deployment_keys import bundle_value, runtime_value
 from onnx_parity.settings.values import (
     ConfigError,
@@ -146,3 +147,34 @@ def _max_context(value: dict[str, object], context: KeyContext) -> int | None:
         raise ConfigError(f"{where}: {size} is not between 2 and {MAX_CONTEXT}. Write {fix}: "
                           "the longest sequence you deploy the model at.")
     return size
+
+
+# The key's declaration, in settings/schema.py's ModelSpec: `setting("generate", None, ...)`.
+GENERATE_KEY: Declaration = {
+    "kind": "table { steps, stop-at-eos, cache, cache-shape, max-context, bundle, runtime }",
+        "check": generate_value,
+        "shown": "none (one forward pass is checked)", "model_only": True,
+        "example": "generate = { steps = 16 }",
+        "doc": "Checks a causal language model the way it generates: one decoder-with-past ONNX "
+            "file in optimum's layout is exported, then the prompts (`inputs` = `input_ids` and "
+            "`attention_mask`) are decoded greedily for `steps` tokens in PyTorch and in "
+            "onnxruntime, each feeding its own cache back; logits are compared at every step "
+            "and the tokens must agree (`generation-mismatch`). `stop-at-eos = true` stops a row "
+            'at the end-of-sequence token; `cache = "flat"` is for your own decoder, '
+            "`forward(input_ids, attention_mask, [position_ids,] *past)` returning `(logits, "
+            "*present)`, with `cache-shape = [layers, kv_heads, head_dim]` when it has no "
+            "`config`. The position thresholds the model's config names (LongRoPE's "
+            "`original_max_position_embeddings`, dynamic NTK's `max_position_embeddings`, "
+            "`sliding_window`, `attention_chunk_size`) below its context (`max-context`, "
+            "default its `max_position_embeddings`) are crossed by decoding steps from a "
+            "built past (`position-threshold`). `dynamic-axes`, `outputs` and `axis-sizes` "
+            "do not apply; `variants` are decoded too, their token agreement their top-1 "
+            "agreement. An encoder-decoder "
+            "generator (BART, T5, Whisper, Marian) exports `<name>.encoder.onnx` and the decoder "
+            "`<name>.onnx`, its `inputs` the encoder's (`input_ids` and `attention_mask`, or "
+            "`input_features`), decoded from the model's decoder start token. `bundle = "
+            '["onnxruntime-genai", "optimum"]` writes beside the decoder the folder each runtime '
+            "loads unchanged (`<name>.genai/`, `<name>.optimum/`); `runtime = "
+            '"onnxruntime-genai"` generates the prompts again with that runtime\'s own loop from '
+            "its bundle, token by token against PyTorch (both need `pip install "
+            "'onnx-parity[genai]'`). See docs/generation.md."}

@@ -3,6 +3,7 @@
 
 from .compare import nonfinite_mismatch
 from .cuts import CutRun, ort_feed
+from .decoding import OnnxDecoder, TorchDecoder
 from .divergence_text import first_sentence
 from .drift import drift_findings
 from .encoder_decoding import EncoderSide
@@ -26,11 +27,13 @@ __all__ = [
     "Exported",
     "FailingStep",
     "Generated",
+    "OnnxDecoder",
     "PastSide",
     "RuntimeFailure",
     "Session",
     "StepCase",
     "ThresholdCheck",
+    "TorchDecoder",
     "TorchSide",
     "Verified",
     "attach_localised",
