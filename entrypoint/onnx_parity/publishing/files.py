@@ -125,6 +125,8 @@ def _write_variant(run: RunResult, model: ModelResult, variant: VariantResult, o
     file = variant_file(model.name, variant)
     if file and variant.onnx_path and Path(variant.onnx_path).is_file():
         _move_model(Path(variant.onnx_path), variant.files, out / file)
+    if file and (out / file).is_file():  # `bundle`: `<model>.<variant>.genai/` and the rest
+        write_bundles(model, out / file, f"{model.name}.{variant.name}")
     if variant.skipped is None:
         _write_json(out / f"{model.name}.{variant.name}.parity.json",
                     variant_record(model, variant, run.versions))
