@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fixture_repo.harness import CliRun, run_cli, write_model_repo
+from fixture_repo.harness import CliRun, left_padded_prompts, run_cli, write_model_repo
 from optimum_venv import optimum_python
 
 STEPS = 6
@@ -60,13 +60,7 @@ DEPLOY = (f'generate = {{ steps = {STEPS}, bundle = ["onnxruntime-genai", "optim
 
 
 def prompts() -> dict[str, np.ndarray]:
-    """4 prompts of up to 6 tokens, left-padded (rows 1 and 2 shorter)."""
-    ids = np.random.default_rng(0).integers(3, 64, (4, 6)).astype(np.int64)
-    mask = np.ones_like(ids)
-    mask[1, :2] = 0
-    mask[2, :3] = 0
-    ids[mask == 0] = 0
-    return {"input_ids": ids, "attention_mask": mask}
+    return left_padded_prompts(6)
 
 
 def unpadded() -> list[list[int]]:
