@@ -72,6 +72,10 @@ SHAPES = {
 }
 CONFIG = f"""batch-sizes = [1, {PROMPTS}]
 timeout-seconds = 7200  # a 3B model on 2 shared cores: the default 600 s is too short
+# fp32 on both sides, random weights: the defaults (1e-5, 1e-4) hold for the 0.5B shape, and
+# the 3B's 36 layers of 2048-wide sums drift past them; report.json has the drift measured
+atol = 1e-3
+rtol = 1e-3
 
 [[model]]
 name = "qwen"
@@ -123,7 +127,8 @@ def write_checkpoint(shape: Shape, folder: Path) -> None:
     for first in range(0, shape.layers, per_shard):
         shards.append({key: value for layer in range(first, min(first + per_shard, shape.layers))
                        for key, value in _layer(generator, shape, layer).items()})
-    weight_map, total = {}, 0
+    weight_map: dict[str, str] = {}
+    total = 0
     for index, tensors in enumerate(shards):
         file = f"model-{index + 1:05d}-of-{len(shards):05d}.safetensors"
         save_file(tensors, str(folder / file), metadata={"format": "pt"})

@@ -12,6 +12,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,14 +148,16 @@ def test_the_large_generating_case_writes_what_save_pretrained_writes(tmp_path: 
     """bench/large_generation.py writes its checkpoint shard by shard (a 3B folder never held
     in memory): on a tiny shape, transformers loads it with no weight missing, the head tied
     to the embedding, the parameters the shape counts, and the initialisation's statistics."""
-    from large_generation import Shape, write_checkpoint
     from transformers import Qwen2ForCausalLM
+
+    from large_generation import Shape, write_checkpoint
 
     shape = Shape("tiny", hidden=32, intermediate=64, layers=3, heads=4, kv_heads=2, vocab=96)
     write_checkpoint(shape, tmp_path / "qwen")
-    model, info = Qwen2ForCausalLM.from_pretrained(
+    loaded: Any = Qwen2ForCausalLM.from_pretrained(
         str(tmp_path / "qwen"), local_files_only=True, use_safetensors=True,
         output_loading_info=True)
+    model, info = loaded
     assert not info["missing_keys"]
     assert not info["unexpected_keys"]
     assert model.lm_head.weight is model.model.embed_tokens.weight

@@ -141,6 +141,37 @@ def test_where_a_node_comes_from() -> None:
     assert scope_module("Identity_0") is None
 
 
+def test_one_rule_names_a_node_at_the_users_innermost_line_that_leads_to_it(tmp_path: Path) -> None:
+    import torch
+
+    from onnx_parity.verification.node_sources import dynamo_origin, module_origin
+
+    user = (str(tmp_path / "models" / "net.py"), 7)  # `hidden = self.blocks(x)`
+    container = (torch.nn.modules.container.__file__, 250)  # nn.Sequential.forward
+    tool = (str(Path(__file__)), 1)  # outside the repository: never the user's
+    linear = torch.nn.Linear(2, 2)
+    # TorchScript: a child of nn.Sequential, whose forward is torch's, at the line calling it.
+    placed = module_origin("blocks.1", linear, [tool, user, container], tmp_path)
+    assert (placed.op, placed.module, placed.file, placed.line) == ("Linear", "blocks.1",
+                                                                   "models/net.py", 7)
+    assert (placed.library_frame or "").startswith("site-packages/torch/nn/modules/linear.py:")
+    # No frame of the repository leads to it: the module path alone, the library frame kept.
+    alone = module_origin("1", linear, [tool, container], tmp_path)
+    assert (alone.module, alone.file, alone.line) == ("1", None, None)
+    assert (alone.library_frame or "").startswith("site-packages/torch/nn/modules/linear.py:")
+    # dynamo, the same rule over the frames its graph recorded.
+    stack = "\n".join(f'File "{path}", line {line}, in forward' for path, line in
+                      (user, container, (torch.nn.modules.linear.__file__, 134)))
+    node = GraphNode("linear_1", "Gemm", (), ("linear_1",),
+                     ": m.Net/blocks.1: torch.nn.Linear/linear_1: aten.linear.default", stack)
+    named = dynamo_origin(node, tmp_path)
+    assert (named.module, named.file, named.line) == ("blocks.1", "models/net.py", 7)
+    assert (named.library_frame or "").endswith("site-packages/torch/nn/modules/linear.py:134")
+    torch_only = dynamo_origin(GraphNode("linear_1", "Gemm", (), ("linear_1",), node.namespace,
+                                         stack.split("\n", 1)[1]), tmp_path)
+    assert (torch_only.module, torch_only.file, torch_only.line) == ("blocks.1", None, None)
+
+
 def test_localisation_never_spends_the_time_the_models_timeout_needs(check_model):
     # In this process nothing kills the model; the localisation itself sees its deadline gone
     # (timeout-seconds less the reserve for returning the result) and says so.

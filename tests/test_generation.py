@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fixture_repo.harness import run_cli, write_model_repo
+from fixture_repo.harness import left_padded_prompts, run_cli, write_model_repo
 
 MODELS = '''
 import torch
@@ -131,13 +131,7 @@ class FailsOnOneToken(_Tiny):
 
 
 def prompts() -> dict[str, np.ndarray]:
-    """4 prompts of up to 6 tokens, left-padded (rows 1 and 2 shorter)."""
-    ids = np.random.default_rng(0).integers(3, 64, (4, 6)).astype(np.int64)
-    mask = np.ones_like(ids)
-    mask[1, :2] = 0
-    mask[2, :3] = 0
-    ids[mask == 0] = 0
-    return {"input_ids": ids, "attention_mask": mask}
+    return left_padded_prompts(6)
 
 
 def write_repo(root: Path, model: str) -> Path:

@@ -45,6 +45,12 @@ class GrowsATable(nn.Module):
         return x * self.table[:length] + self.table.shape[0]
 
 
+def _fail_after_a_call(module: nn.Module) -> None:
+    with one_run(module):
+        module(torch.ones(1, 3))
+        raise RuntimeError("the model failed after building its table")
+
+
 def _run(module: nn.Module, x: np.ndarray) -> np.ndarray:
     return run_reference(module, ((torch.from_numpy(x),), {})).arrays[0]
 
@@ -84,10 +90,20 @@ def test_a_trace_never_settles_the_model_and_leaves_it_as_it_was() -> None:
 
 def test_a_failing_first_call_settles_nothing() -> None:
     module = GrowsATable()
-    with pytest.raises(RuntimeError), one_run(module):
-        module(torch.ones(1, 3))
-        raise RuntimeError("the model failed after building its table")
+    with pytest.raises(RuntimeError, match="after building"):
+        _fail_after_a_call(module)
     assert not hasattr(module, "table")
+
+
+def test_a_container_that_refuses_changes_is_left_alone() -> None:
+    """diffusers' models keep their config in a FrozenDict, whose update and clear raise."""
+    from diffusers.configuration_utils import FrozenDict
+
+    module = GrowsATable()
+    vars(module)["config"] = FrozenDict(width=4)  # a plain attribute, as diffusers sets it
+    for _ in range(2):
+        _run(module, np.ones((1, 4), dtype=np.float32))
+    assert module.config == {"width": 4}
 
 
 def test_a_segformer_runs_at_batch_1_then_2_then_1() -> None:

@@ -100,7 +100,7 @@ def test_a_key_declared_once_is_loaded_validated_listed_and_documented(tmp_path:
                                "positive number of seconds.")
     assert lines[4].startswith('error onnx-parity.toml: model "m": key "warm-up-secs": unknown '
                                'key; did you mean "warm-up-seconds"?')
-    assert "drift-warning-ratio, warm-up-seconds, axis-sizes, generate." in lines[4]
+    assert "drift-warning-ratio, warm-up-seconds, axis-sizes, generate, eval-tokens." in lines[4]
 
     # The committed pages no longer match the code: the check names the page and the command.
     stale = run([str(TOOL), "--check"], package_parent=parent)
@@ -117,7 +117,7 @@ def test_a_key_declared_once_is_loaded_validated_listed_and_documented(tmp_path:
     page = (root / "docs" / "reference" / "configuration.md").read_text(encoding="utf-8")
     assert ('| <a id="warm-up-seconds"></a>`warm-up-seconds` | number > 0 | `1` | top level and '
             "`[[model]]` | yes | Seconds of warm-up before the model is timed. |") in page
-    assert "drift-warning-ratio, warm-up-seconds, axis-sizes, generate." in page
+    assert "drift-warning-ratio, warm-up-seconds, axis-sizes, generate, eval-tokens." in page
     assert "\nwarm-up-seconds = 5\n" in page
 
 
@@ -137,11 +137,14 @@ def package_with_code(tmp_path: Path, fix: str) -> Path:
     shutil.copytree(PACKAGE, parent / "onnx_parity",
                     ignore=shutil.ignore_patterns("__pycache__"))
     findings = parent / "onnx_parity" / "findings.py"
-    text = findings.read_text(encoding="utf-8")
+    codes = parent / "onnx_parity" / "finding_codes.py"  # the vocabulary, findings.py owns it
+    text, vocabulary_text = (findings.read_text(encoding="utf-8"),
+                             codes.read_text(encoding="utf-8"))
     vocabulary, catalogue_end = '    "positional-binding", "drift-regression",\n', "\n}\n"
-    assert vocabulary in text
+    assert vocabulary in vocabulary_text
     assert catalogue_end in text
-    text = text.replace(vocabulary, vocabulary + '    "demo-code",\n', 1)
+    codes.write_text(vocabulary_text.replace(vocabulary, vocabulary + '    "demo-code",\n', 1),
+                     encoding="utf-8")
     entry = f'    "demo-code": CodeInfo(Severity.NOTE, "a code added for this test", {fix!r}),'
     findings.write_text(text.replace(catalogue_end, f"\n{entry}\n}}\n", 1), encoding="utf-8")
     return parent

@@ -262,7 +262,7 @@ def test_variant_keys_default_to_none_and_are_overridden_per_model(tmp_path: Pat
 
 @pytest.mark.parametrize(("line", "says"), [
     ('variants = ["int8_static"]', 'unknown deployment variant "int8_static"; did you mean '
-     '"int8-static"? Use one of "int8-dynamic", "int8-static", "fp16".'),
+     '"int8-static"? Use one of "int8-dynamic", "int8-static", "fp16", "int4".'),
     ('variants = "fp16"', 'expected a list of deployment variants, e.g. variants = '
      '["int8-dynamic", "fp16"]'),
     ('variants = ["fp16", "fp16"]', "fp16 appears more than once; list each variant once."),

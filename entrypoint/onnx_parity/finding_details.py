@@ -30,7 +30,7 @@ class FirstDivergence(TypedDict):
     nodes_skipped: int
     runtime_optimization: str
     batch_size: int
-    library_frame: NotRequired[str]  # the installed package's frame inside the user's line
+    library_frame: NotRequired[str]  # the innermost frame, an installed package's, past the line
 
 
 class Reduction(TypedDict):
@@ -59,7 +59,7 @@ class VariantMiss(TypedDict):
 
     output: str
     batch_size: int
-    figure: str  # "sqnr_db" | "top1_agreement"
+    figure: str  # "sqnr_db" | "top1_agreement" | "perplexity_ratio"
     value: float
     threshold: float
 
@@ -122,6 +122,14 @@ class FindingDetails(TypedDict, total=False):
     op: str | None
     largest: float
     tensors: list[str]
+    # a generating model's variant on `eval-tokens`; an int4 token's cause (variants/review.py)
+    perplexity: float
+    fp32_perplexity: float
+    tokens: int
+    top1_agreement: float
+    accuracy_level: int
+    level0_first_difference: int | None
+    cause: str  # "weights" | "int8-activations" | "unknown" (level 0 could not decode)
     # generation (verification/generation_review.py): the first token that differs
     step: int
     row: int
@@ -130,6 +138,12 @@ class FindingDetails(TypedDict, total=False):
     logit_diff: float
     margin: float
     near_tie: bool
+    runtime: str  # the runtime whose own loop generated (`runtime`, verification/genai_runtime.py)
+    # a position threshold crossed (verification/threshold_steps.py), with `max_abs_diff`
+    config_key: str
+    threshold: int
+    past_length: int
+    rows: list[int]
     # where it points (pipeline/all_models.py) and localisation (verification/localise.py)
     source: str
     localisation: str

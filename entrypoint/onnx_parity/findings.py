@@ -9,55 +9,12 @@ the report, the PR comment, the annotations and the cache always say the same th
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import Enum
-from typing import Literal, TypeAlias, cast, get_args
+from typing import cast
 
+from onnx_parity.finding_codes import CODES, Code, CodeInfo, Severity, parse_code
 from onnx_parity.finding_details import FindingDetails
 
-
-class Severity(str, Enum):
-    ERROR = "error"
-    WARNING = "warning"
-    NOTE = "note"
-
-
-Code: TypeAlias = Literal[
-    "parity-mismatch", "frozen-dimension", "data-dependent-branch", "tracer-warning",
-    "unsupported-operator", "exporter-fallback", "opset-mismatch", "onnx-checker",
-    "shape-mismatch", "dtype-mismatch", "nan-or-inf", "training-mode", "golden-mismatch",
-    "load-error", "export-error", "runtime-error", "crash", "timeout", "variant-degraded",
-    "fp16-overflow", "variant-error", "out-of-memory", "optimizer-drift", "shape-not-checked",
-    "positional-binding", "drift-regression",
-    "output-layout",
-    "shape-assumption",
-    "length-mismatch",
-    "nondeterministic-model",
-    "runtime-unsupported",
-    "generation-mismatch",
-]
-CODES: tuple[Code, ...] = get_args(Code)
-
-
-@dataclass(frozen=True)
-class CodeInfo:
-    severity: Severity
-    title: str
-    fix: str
-    # A result with this code is never cached: it depends on the machine (a crash, a timeout,
-    # the memory) or on a file that may appear later (a load error), so it always runs again.
-    cached: bool = True
-    # A failing model with this code is localised to its first diverging node (localise.py).
-    localised: bool = False
-    # It explains a parity mismatch by itself: no tolerance would make such an export right.
-    explains_mismatch: bool = False
-
-
-def parse_code(text: object) -> Code:
-    """A code read back from JSON, checked against the vocabulary."""
-    for code in CODES:
-        if code == text:
-            return code
-    raise ValueError(f"unknown finding code {text!r}")
+__all__ = ["CATALOGUE", "CODES", "Code", "CodeInfo", "Finding", "Severity", "parse_code"]
 
 
 CATALOGUE: dict[Code, CodeInfo] = {
@@ -177,7 +134,8 @@ CATALOGUE: dict[Code, CodeInfo] = {
     ),
     "variant-degraded": CodeInfo(
         Severity.ERROR,
-        "a deployment variant (int8, fp16) misses `min-sqnr-db` or `min-top1-agreement`",
+        "a deployment variant (int8, fp16, int4) misses `min-sqnr-db`, `min-top1-agreement` "
+        "or `max-perplexity-ratio`",
         "Look at the tensors named as losing the most: keep that layer in float (e.g. exclude "
         "its nodes from quantization), calibrate `int8-static` on more real samples or with "
         "`calibration = \"entropy\"`/`\"percentile\"`, or rescale the outlier channel; "
@@ -188,6 +146,16 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "an fp32 activation on the samples is outside float16's range (|x| > 65504)",
         "Scale the activation down at the line shown (normalise the input, move a large "
         "constant factor after a reduction) or keep that part of the graph in float32.",
+    ),
+    "int4-token-difference": CodeInfo(
+        Severity.NOTE,
+        "an int4 variant's greedy token differs from PyTorch fp32's; decoded again at "
+        "MatMulNBits `accuracy_level` 0, the cause is named: the 4-bit weights or the kernel's "
+        "int8 activations",
+        "When the int8 activations chose it (level 0 agrees), set `accuracy-level = 0` in "
+        "`[model.int4]` for fp32 activations (slower on CPU) if the token matters; when the "
+        "4-bit weights did, try `block-size = 16` or `symmetric = false`, keep the layer in "
+        "float, or accept it while `max-perplexity-ratio` and `min-top1-agreement` hold.",
     ),
     "variant-error": CodeInfo(
         Severity.ERROR,
@@ -279,6 +247,13 @@ CATALOGUE: dict[Code, CodeInfo] = {
         'model and its float samples are cast before export), with `variants = ["fp16"]` to '
         "check half precision too; or check it where onnxruntime's provider has the kernel.",
     ),
+    "bundle-error": CodeInfo(
+        Severity.ERROR,
+        "a runtime's bundle folder (`bundle`) could not be written: onnxruntime-genai's model "
+        "builder failed, or the model is not a decoder-only transformers model",
+        "Read the reason in the message; the decoder file's own check is unaffected. Remove the "
+        "runtime from `bundle` for a model it does not support.",
+    ),
     "generation-mismatch": CodeInfo(
         Severity.ERROR,
         "greedy decoding picks another token in onnxruntime than in PyTorch (`generate`); "
@@ -287,6 +262,17 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "position, mask or cache length computed as a Python number during export (baked by "
         "TorchScript) or a branch only the one-token step takes; compare the per-step logit "
         "drift in the report. A near-tie is numeric noise deciding between two equal tokens.",
+    ),
+    "position-threshold": CodeInfo(
+        Severity.ERROR,
+        "a generating model differs from PyTorch across a position threshold its config names "
+        "(`original_max_position_embeddings` of LongRoPE, `max_position_embeddings` of dynamic "
+        "NTK, `sliding_window`, `attention_chunk_size`), checked by decoding steps just below, "
+        "at and just past it from a built past (`generate`)",
+        "The file computes as at the export's length where PyTorch switches: compute both "
+        "branches in the graph (torch.where over the length, as transformers 5's LongRoPE "
+        "does), or cap the deployed context at the threshold (`max-context`); the finding "
+        "names the fix measured for its key.",
     ),
 }
 

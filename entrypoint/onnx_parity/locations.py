@@ -1,13 +1,16 @@
 """Where in the user's repository something happened, and text without this machine's paths.
 
 One place answers "which file and line can the user act on" for every kind of evidence: a
-Python traceback, the text of an exporter's error, a faulthandler stack dump. The answer is
+Python traceback, the text of an exporter's error, a faulthandler stack dump, the stack of a
+running call. The answer is
 the innermost frame that lies inside the repository and not inside an installed package
 (`site-packages`), as a path relative to the repository root.
 """
 
 from __future__ import annotations
 
+import functools
+import inspect
 import os
 import re
 import traceback
@@ -34,8 +37,11 @@ Location = tuple[str | None, int | None]
 NOWHERE: Location = (None, None)
 
 
+@functools.lru_cache(maxsize=4096)
 def repo_relative(path: str, repo: Path) -> str | None:
-    """`path` relative to the repository, or None when it lies outside or in a package."""
+    """`path` relative to the repository, or None when it lies outside or in a package.
+    Remembered: a localisation asks for the same few files once per frame of every module's
+    call (each answer resolves both paths on disk)."""
     candidate = Path(path)
     if not candidate.is_absolute():
         return None
@@ -62,6 +68,18 @@ def traceback_frames(error: BaseException) -> list[tuple[str, int]]:
     """The frames of an exception's traceback, outermost first."""
     frames = traceback.extract_tb(error.__traceback__)
     return [(frame.filename, frame.lineno or 0) for frame in frames]
+
+
+def live_frames() -> list[tuple[str, int]]:
+    """The frames of the running code that called this function, outermost first: a stack
+    read while the user's model runs (a forward hook's callers)."""
+    frames = []
+    here = inspect.currentframe()
+    frame = here.f_back if here is not None else None
+    while frame is not None:
+        frames.append((frame.f_code.co_filename, frame.f_lineno or 0))
+        frame = frame.f_back
+    return frames[::-1]
 
 
 def text_frames(text: str) -> list[tuple[str, int]]:

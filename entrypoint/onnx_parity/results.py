@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from onnx_parity.findings import Finding, Severity
-from onnx_parity.generation_results import GenerationResult, StepRepro
+from onnx_parity.generation_results import GenerationResult, StepRepro, TextScore
 
 
 @dataclass(frozen=True)
@@ -113,6 +113,7 @@ class VariantResult:
     onnx_path: str | None = None
     # The variant's files (its .onnx, then its external data when it has any); () before.
     files: tuple[StoredFile, ...] = ()
+    text: TextScore | None = None  # a generating model's variant scored on `eval-tokens`
 
     @property
     def worst_sqnr_db(self) -> float | None:
@@ -140,8 +141,8 @@ class NodeCheck:
     max_rel_diff: float | None
     inside: bool  # every element within atol + rtol * |torch|
     first: bool = False  # the first value outside tolerance whose inputs are all inside
-    # The innermost frame when it lies in an installed package (`torch/nn/modules/conv.py:385`);
-    # file/line are then the user's call site.
+    # The innermost frame when it is not the user's line (`torch/nn/modules/conv.py:385`, a
+    # TorchScript module's torch `forward`); file/line are then the user's line that leads to it.
     library_frame: str | None = None
 
 

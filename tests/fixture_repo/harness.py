@@ -54,6 +54,17 @@ def write_model_repo(root: Path, module: tuple[str, str], samples: dict[str, np.
     return repo
 
 
+def left_padded_prompts(length: int = 6, vocab: int = 64) -> dict[str, np.ndarray]:
+    """4 prompts of up to `length` tokens (ids from 3 up, below `vocab`), left-padded: rows 1
+    and 2 shorter by 2 and 3; what the generating models' tests decode."""
+    ids = np.random.default_rng(0).integers(3, vocab, (4, length)).astype(np.int64)
+    mask = np.ones_like(ids)
+    mask[1, :2] = 0
+    mask[2, :3] = 0
+    ids[mask == 0] = 0
+    return {"input_ids": ids, "attention_mask": mask}
+
+
 def write_samples(repo: Path) -> None:
     """The samples every configuration of the fixture repository names (seeded, numpy only)."""
     rng = np.random.default_rng(0)

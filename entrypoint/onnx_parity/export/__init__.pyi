@@ -2,6 +2,7 @@
 # Read by type checkers, and by __init__.py at run time to load each name on first use.
 
 from .assumptions import ShapeAssumption
+from .bundles import make_bundles, wanted
 from .capture import native_stderr
 from .constant_shapes import ConstantShape, constant_shape_evidence
 from .export_batch import HardCodedBatch
@@ -23,6 +24,8 @@ __all__ = [
     "export_model",
     "inspect_model",
     "is_symbolic",
+    "make_bundles",
     "model_findings",
     "native_stderr",
+    "wanted",
 ]

@@ -58,6 +58,9 @@ def export(exporter: str, request: ExportRequest, destination: Path) -> Exported
     started = time.perf_counter()
     failure: Exception | None = None
     program: Any = None
+    # A trace never settles the module (models/module_state.py): torch.export's tracing
+    # leaves an attribute a forward assigns holding a FakeTensor (transformers' LongRoPE
+    # `long_inv_freq`), which PyTorch's later runs would then compute with.
     with captured() as capture, one_run(request.module, eager=False):
         try:
             model, program, uncaptured = run(request, destination)

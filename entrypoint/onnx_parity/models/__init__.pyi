@@ -7,6 +7,7 @@ from .checkpoints import checkpoint_classes
 from .decoder import CacheShape, cache_shape, decoder_module, step_samples, step_spec
 from .dtypes import to_array
 from .encoder_decoder import encoder_module, encoder_spec
+from .eval_tokens import EvalTokens, load_eval_tokens
 from .factory import LoadedModel, build_model
 from .flat_call import FlatInputs, flat_inputs, has_structure
 from .load_errors import LoadError, load_finding
@@ -25,6 +26,7 @@ from .reference import (
 )
 from .samples import SampleSet, cast_samples, load_samples
 from .shapes import Dimension, dimensions, input_shapes, resize, widened_for_export
+from .thresholds import PositionLimits, Threshold, position_limits
 from .torch_builds import companion_pins, installed_version, missing_release_note
 
 __all__ = [
@@ -32,16 +34,19 @@ __all__ = [
     "CacheShape",
     "Call",
     "Dimension",
+    "EvalTokens",
     "FlatInputs",
     "GoldenCase",
     "LoadError",
     "LoadedModel",
     "OffloadedWeights",
     "OutputKind",
+    "PositionLimits",
     "ProbeResult",
     "Reference",
     "ReferenceFailure",
     "SampleSet",
+    "Threshold",
     "as_call",
     "batch_arrays",
     "batch_plan",
@@ -59,10 +64,12 @@ __all__ = [
     "has_structure",
     "input_shapes",
     "installed_version",
+    "load_eval_tokens",
     "load_finding",
     "load_samples",
     "missing_release_note",
     "one_run",
+    "position_limits",
     "probe_model",
     "resize",
     "run_reference",

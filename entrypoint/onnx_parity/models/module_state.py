@@ -94,8 +94,22 @@ def _copied(container: Any) -> Any:
 
 
 def _refill(container: Any, entries: Any) -> None:
+    """Put back `entries`, only where the run changed them: a container that refuses changes
+    (diffusers' FrozenDict config) was left alone by the run too."""
+    if _same_entries(container, entries):
+        return
     if isinstance(container, list):
         container[:] = entries
     else:  # a dict or a set
         container.clear()
         container.update(entries)
+
+
+def _same_entries(container: Any, entries: Any) -> bool:
+    if isinstance(container, dict):
+        return container.keys() == entries.keys() and all(
+            container[name] is value for name, value in entries.items())
+    if isinstance(container, list):
+        return len(container) == len(entries) and all(
+            now is then for now, then in zip(container, entries, strict=True))
+    return bool(container == entries)

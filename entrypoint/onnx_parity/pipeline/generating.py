@@ -9,6 +9,7 @@ decodes and judges.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,14 +18,17 @@ import numpy as np
 
 from onnx_parity.export import (
     ExportOutcome,
+    ModelFacts,
     drop_program_weights,
     export_model,
     inspect_model,
     model_findings,
+    wanted,
 )
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.models import (
     BoundInputs,
+    EvalTokens,
     OffloadedWeights,
     bind_inputs,
     build_model,
@@ -33,10 +37,13 @@ from onnx_parity.models import (
     decoder_module,
     encoder_module,
     encoder_spec,
+    load_eval_tokens,
     load_samples,
+    position_limits,
     step_samples,
     step_spec,
 )
+from onnx_parity.pipeline.deploying import deployed
 from onnx_parity.settings import ModelSpec, at_dtype
 from onnx_parity.variants import GeneratingModel, generation_variants, skipped_variants
 from onnx_parity.verification import (
@@ -46,6 +53,7 @@ from onnx_parity.verification import (
     StepCase,
     attach_localised,
     check_generation,
+    check_thresholds,
     failing_cut,
     localise,
     not_localised,
@@ -73,6 +81,7 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
         dtype = _numpy_dtype(loaded.dtype)
         bound = bind_inputs(module, step, step_samples(samples.named, shape, dtype), ())
         ledger.findings += bound.findings()
+        text = _eval_tokens(spec, repo, loaded.module, ledger)
     with timer.step("export"):
         outcome = export_model(module, bound, step, repo, workdir,
                                localise.deadline_for(spec.timeout_seconds, timer.started))
@@ -96,53 +105,78 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
     # exported_program), and its initializers would keep the weights when they are written out.
     drop_program_weights(outcome.program)
     flat = spec.generate is not None and spec.generate.cache == "flat"
+    weights = OffloadedWeights(loaded.module, workdir / f".{spec.name}.weights")
     decoders = Decoders(loaded.module, outcome.model.path, shape, flat, dtype, job.threads,
-                        encoder, OffloadedWeights(loaded.module, workdir / f".{spec.name}.weights"))
+                        encoder, weights)
     try:
-        _generated(Exported(outcome, step, (module, bound)), decoders, (job, samples.named),
-                   ledger, timer)
+        _generated(Exported(outcome, step, (module, bound), facts, text), decoders,
+                   (job, samples.named, workdir), ledger, timer)
     finally:
-        assert decoders.weights is not None
-        decoders.weights.discard()
+        weights.discard()
 
 
 @dataclass(frozen=True)
 class Exported:
-    """The decoder's export: its outcome, the step's spec (step_spec), and the module the
-    exporters saw with its call."""
+    """The decoder's export: its outcome, the step's spec (step_spec), the module the exporters
+    saw with its call, the file's facts, and `eval-tokens` for the variants."""
 
     outcome: ExportOutcome
     step: ModelSpec
     module: tuple[Any, BoundInputs]
+    facts: ModelFacts
+    text: EvalTokens | None
 
 
 def _generated(exported: Exported, decoders: Decoders,
-               given: tuple[ModelJob, dict[str, np.ndarray]], ledger: Ledger,
+               given: tuple[ModelJob, dict[str, np.ndarray], Path], ledger: Ledger,
                timer: Timer) -> None:
-    """The decoding on both sides, localisation of a failing step, the variants."""
-    (job, prompts), spec, outcome = given, ledger.spec, exported.outcome
+    """The decoding on both sides (PyTorch's weights out of memory while onnxruntime decodes,
+    verification/generation.py), then whatever runs PyTorch again with its weights read back:
+    the threshold steps, localisation of a failing step, the bundles' loop, the variants."""
+    (job, prompts, workdir), spec, outcome = given, ledger.spec, exported.outcome
     assert outcome.model is not None
+    assert decoders.weights is not None
     with timer.step("generate"):
         generated = check_generation(decoders, prompts, spec, ledger.findings)
+    with timer.step("thresholds"):  # the config's position thresholds, crossed
+        context = spec.generate.max_context if spec.generate else None
+        limits = position_limits(decoders.module, context)
+        if limits.thresholds:  # PyTorch's steps beside the generation check's session
+            decoders.weights.restore()
+        crossed = check_thresholds(decoders, prompts, spec, limits, generated.session)
+    generated.session = None  # onnxruntime's memory back before localisation
+    if generated.failing is not None or wanted(spec) or spec.variants:
+        decoders.weights.restore()  # they run PyTorch again
     findings = generated.findings
     if generated.failing is not None:  # a step outside the tolerance: where it starts
-        assert decoders.weights is not None
-        decoders.weights.restore()  # localisation runs PyTorch again
         with timer.step("localise"):
             findings = _localised(Failed(outcome, exported.step, generated.failing, findings),
                                   exported.module, job, ledger, timer)
-    ledger.findings += findings
+    ledger.findings += findings + crossed.findings
     ledger.comparisons += generated.comparisons
-    ledger.generation = generated.result
+    ledger.generation = dataclasses.replace(generated.result, thresholds=crossed.runs)
+    if wanted(spec):  # `bundle`, `runtime`: the folders each runtime loads, its own loop
+        with timer.step("bundles"):
+            facts = exported.facts
+            done = deployed(decoders, (tuple(facts.inputs), tuple(facts.outputs)),
+                            prompts, spec, workdir, ledger.generation)
+        ledger.findings += done.findings
+        ledger.generation = done.result
     if spec.variants:
         with timer.step("variants"):
             _variants(GeneratingModel(outcome.model, decoders, prompts, spec,
-                                      _variants_folder(outcome.model.path, spec.name)), ledger)
+                                      workdir / f"{spec.name}.variants", exported.text), ledger)
 
 
-def _variants_folder(model: Path, name: str) -> Path:
-    """The variants' folder, beside the decoder file in the work folder."""
-    return model.parent / f"{name}.variants"
+def _eval_tokens(spec: ModelSpec, repo: Path, module: Any, ledger: Ledger) -> EvalTokens | None:
+    """`eval-tokens`, read (and checked against the vocabulary) before the export, when a
+    variant will be scored on it."""
+    if spec.eval_tokens is None or not spec.variants:
+        return None
+    vocab = getattr(getattr(module, "config", None), "vocab_size", None)
+    text = load_eval_tokens(spec.eval_tokens, repo, vocab if isinstance(vocab, int) else None)
+    ledger.sample_sha256[text.file] = text.sha256
+    return text
 
 
 def _encoder(module: Any, samples: dict[str, np.ndarray], job: ModelJob, workdir: Path,

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from onnx_parity.errors import UserError
 from onnx_parity.model_files import remove_model
+from onnx_parity.publishing.bundles import write_bundles
 from onnx_parity.report import (
     ReportFormatError,
     divergence_record,
@@ -87,6 +88,7 @@ def _write_model(run: RunResult, name: str, out: Path) -> None:
     if model.onnx_path and Path(model.onnx_path).is_file():
         onnx_file = f"{name}.onnx"
         _move_model(Path(model.onnx_path), model.onnx_files, out / onnx_file)
+        write_bundles(model, out / onnx_file)  # `bundle`: beside the decoder file
     record = parity_record(model, run.versions, onnx_file)
     _write_json(out / f"{name}.parity.json", record)
     divergence = divergence_record(model)
@@ -123,6 +125,8 @@ def _write_variant(run: RunResult, model: ModelResult, variant: VariantResult, o
     file = variant_file(model.name, variant)
     if file and variant.onnx_path and Path(variant.onnx_path).is_file():
         _move_model(Path(variant.onnx_path), variant.files, out / file)
+    if file and (out / file).is_file():  # `bundle`: `<model>.<variant>.genai/` and the rest
+        write_bundles(model, out / file, f"{model.name}.{variant.name}")
     if variant.skipped is None:
         _write_json(out / f"{model.name}.{variant.name}.parity.json",
                     variant_record(model, variant, run.versions))

@@ -7,6 +7,8 @@ from __future__ import annotations
 import math
 
 from onnx_parity.generation_results import GenerationResult
+from onnx_parity.report.deployment_text import deployment_clause
+from onnx_parity.report.threshold_table import threshold_summary, threshold_table
 from onnx_parity.results import ModelResult, RunResult
 
 STATUS = {True: "✅", False: "❌"}
@@ -26,7 +28,7 @@ def generation_summary(g: GenerationResult) -> str:
                  f"{first.pytorch_token} vs {first.onnx_token}, top-2 margin {first.margin:.2g})")
     if g.teacher_forced_from is not None:
         text += f"; teacher-forced from step {g.teacher_forced_from}"
-    return text
+    return text + threshold_summary(g) + deployment_clause(g)
 
 
 def generation_section(run: RunResult) -> list[str]:
@@ -38,7 +40,7 @@ def generation_section(run: RunResult) -> list[str]:
     lines += [f"| {STATUS[model.passed]} | `{model.name}` | {generation_summary(_of(model))} |"
               for model in models]
     for model in models:
-        lines += ["", *_drift_table(model)]
+        lines += ["", *_drift_table(model), *threshold_table(model.name, _of(model))]
     return lines
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import NotRequired, TypeAlias, TypedDict
 
 from onnx_parity.findings import Code
+from onnx_parity.report.generation_shapes import GenerationJson
 
 # Strict JSON has no Infinity or NaN: a figure that is one is written as "inf", "-inf", "nan".
 Figure: TypeAlias = float | str | None
@@ -92,6 +93,19 @@ class VariantFiguresJson(TypedDict):
     notes: list[str]
     skipped: str | None
     settings: dict[str, JsonValue]
+    text: NotRequired[TextScoreJson | None]  # a generating model's variant on `eval-tokens`
+
+
+class TextScoreJson(TypedDict):  # generation_results.TextScore, with its derived figures
+    file: str
+    rows: int
+    tokens: int  # the positions scored
+    fp32_nll: float  # nats per token
+    fp32_perplexity: float
+    nll: float
+    perplexity: float
+    perplexity_ratio: float  # the variant's over fp32's
+    top1_agreement: float
 
 
 class VariantJson(VariantFiguresJson):
@@ -193,25 +207,6 @@ class LengthsJson(TypedDict):
     run: list[int]
     skipped: dict[str, str]
     far_side: NotRequired[list[int]]  # the lengths added to break an assumption (absent: none)
-
-
-class TokenDifferenceJson(TypedDict):  # generation_results.TokenDifference
-    step: int
-    row: int
-    pytorch_token: int
-    onnx_token: int
-    logit_diff: float
-    margin: float
-    near_tie: bool
-
-
-class GenerationJson(TypedDict):  # generation_results.GenerationResult
-    steps: int
-    rows: int
-    tokens_agree: list[int]  # per row: steps whose tokens agreed before the first difference
-    first_token_difference: TokenDifferenceJson | None
-    max_logit_diff: list[float]  # per step, padded positions left out
-    teacher_forced_from: int | None
 
 
 class ModelJson(TypedDict):

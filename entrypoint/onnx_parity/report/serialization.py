@@ -11,7 +11,12 @@ from typing import cast
 from onnx_parity import __version__
 from onnx_parity.errors import UserError
 from onnx_parity.findings import Finding, parse_code
-from onnx_parity.report.generation_json import generation_from_json, generation_to_json
+from onnx_parity.report.generation_json import (
+    generation_from_json,
+    generation_to_json,
+    text_from_json,
+    text_to_json,
+)
 from onnx_parity.report.json_shapes import (
     AttemptJson,
     BaseFiguresJson,
@@ -195,6 +200,7 @@ def variant_figures(model: ModelResult, variant: VariantResult) -> VariantFigure
         "notes": list(variant.notes),
         "skipped": variant.skipped,
         "settings": cast(dict[str, JsonValue], encode(variant.settings)),
+        "text": text_to_json(variant.text),
     }
 
 
@@ -214,7 +220,7 @@ def variant_from_json(data: VariantJson) -> VariantResult:
         latency_ms=data.get("latency_ms"), fp32_latency_ms=data.get("fp32_latency_ms"),
         notes=tuple(data.get("notes", [])), skipped=data.get("skipped"),
         settings=dict(data.get("settings", {})),
-        files=files_from_json(data.get("files", [])),
+        files=files_from_json(data.get("files", [])), text=text_from_json(data.get("text")),
     )
 
 

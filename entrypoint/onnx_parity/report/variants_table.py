@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 
 from onnx_parity.findings import Severity
+from onnx_parity.report.text_quality import text_section
 from onnx_parity.results import ModelResult, RunResult, VariantResult
 
 HEADER = ("| | Model | Variant | Size vs fp32 | SQNR (worst) | Top-1 agreement | Max abs diff "
@@ -25,7 +26,8 @@ def variants_section(run: RunResult) -> list[str]:
     lines += [_row(model, variant) for model, variant in rows]
     notes = [f"- ℹ️ `{model.name}` {variant.name}: {note}"
              for model, variant in rows for note in variant.notes]
-    return lines + (["", *notes] if notes else [])
+    text = text_section(run)
+    return lines + (["", *notes] if notes else []) + (["", *text] if text else [])
 
 
 def _row(model: ModelResult, variant: VariantResult) -> str:

@@ -3,6 +3,7 @@
 
 from .config_entry import entry_header, model_entry
 from .config_file import CONFIG_NAME, PYPROJECT_NAME, PYPROJECT_TABLE
+from .deployment_keys import GENAI, OPTIMUM
 from .dimension_names import Linear, parse_dimension
 from .dtypes import at_dtype
 from .environment import resolved_env
@@ -22,13 +23,16 @@ from .schema import (
 from .source_folders import SourceFolders, found_source_folders
 from .source_root import source_root
 from .values import ConfigError
+from .variant_keys import Int4
 
 __all__ = [
     "CONFIG_NAME",
     "DEFAULT_TIMEOUT_SECONDS",
     "EXPORTERS",
     "FLOAT_DTYPES",
+    "GENAI",
     "OPTIMIZATION_LEVELS",
+    "OPTIMUM",
     "PYPROJECT_NAME",
     "PYPROJECT_TABLE",
     "AllowWarning",
@@ -36,6 +40,7 @@ __all__ = [
     "Generation",
     "InitError",
     "InputRequest",
+    "Int4",
     "Linear",
     "ModelSpec",
     "NewModel",

@@ -31,7 +31,7 @@ DEFAULT_BATCH_SIZES = (1, 4)
 DEFAULT_TIMEOUT_SECONDS = 600.0
 MIN_OPSET = 7
 MAX_OPSET = 23
-VARIANTS = ("int8-dynamic", "int8-static", "fp16")
+VARIANTS = ("int8-dynamic", "int8-static", "fp16", "int4")
 CALIBRATIONS = ("minmax", "entropy", "percentile")
 # onnxruntime's graph optimization levels, lowest first; "all" is onnxruntime's own default.
 OPTIMIZATION_LEVELS = ("disabled", "basic", "extended", "all")

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from onnx_parity.settings.declaration import Declaration
+from onnx_parity.settings.deployment_keys import bundle_value, runtime_value
 from onnx_parity.settings.values import (
     ConfigError,
     KeyContext,
@@ -23,8 +25,9 @@ CACHES = ("flat",)
 PROMPT_INPUTS = ("input_ids", "attention_mask")
 FEATURE_INPUTS = ("input_features",)  # a speech encoder-decoder's (Whisper's) encoder input
 MAX_STEPS = 4096
+MAX_CONTEXT = 1 << 24  # positions: above any model's context (16M)
 _FIX = "a table, e.g. generate = { steps = 16 }"
-_FIELDS = ("steps", "stop-at-eos", "cache", "cache-shape")
+_FIELDS = ("steps", "stop-at-eos", "cache", "cache-shape", "max-context", "bundle", "runtime")
 _EXCLUSIVE = ("dynamic-axes", "outputs", "axis-sizes")
 
 
@@ -38,6 +41,13 @@ class Generation:
     # returning (logits, *present); None: a transformers model with its own cache object.
     cache: str | None = None
     cache_shape: tuple[int, int, int] | None = None  # layers, kv_heads, head_dim
+    # The deployed context in positions (prompt + generated): the position thresholds below it
+    # are crossed (models/thresholds.py). None: the config's max_position_embeddings.
+    max_context: int | None = None
+    # The runtimes a bundle folder is written for, and the runtime whose own loop generates the
+    # prompts again (settings/deployment_keys.py).
+    bundle: tuple[str, ...] = ()
+    runtime: str | None = None
 
 
 def generate_value(value: object, context: KeyContext) -> Generation:
@@ -55,7 +65,10 @@ def generate_value(value: object, context: KeyContext) -> Generation:
     cache = _cache(value, context)
     return Generation(steps=_steps(value["steps"], context.place.at(dotted(context.key, "steps"))),
                       stop_at_eos=_flag(value, context), cache=cache,
-                      cache_shape=_cache_shape(value, context, cache))
+                      cache_shape=_cache_shape(value, context, cache),
+                      max_context=_max_context(value, context),
+                      bundle=bundle_value(value, context, cache),
+                      runtime=runtime_value(value, context, cache))
 
 
 def _check_neighbours(context: KeyContext) -> None:
@@ -122,3 +135,46 @@ def _cache_shape(value: dict[str, object], context: KeyContext,
     if min(sizes) < 1:
         raise ConfigError(f"{where}: {show_value(raw)} holds a size below 1. Write {fix}.")
     return sizes[0], sizes[1], sizes[2]
+
+
+def _max_context(value: dict[str, object], context: KeyContext) -> int | None:
+    if "max-context" not in value:
+        return None
+    where = context.place.at(dotted(context.key, "max-context"))
+    fix = "a whole number of positions (prompt and generated tokens), e.g. max-context = 4096"
+    size = integer(value["max-context"], where, fix)
+    if not 2 <= size <= MAX_CONTEXT:
+        raise ConfigError(f"{where}: {size} is not between 2 and {MAX_CONTEXT}. Write {fix}: "
+                          "the longest sequence you deploy the model at.")
+    return size
+
+
+# The key's declaration, in settings/schema.py's ModelSpec: `setting("generate", None, ...)`.
+GENERATE_KEY: Declaration = {
+    "kind": "table { steps, stop-at-eos, cache, cache-shape, max-context, bundle, runtime }",
+        "check": generate_value,
+        "shown": "none (one forward pass is checked)", "model_only": True,
+        "example": "generate = { steps = 16 }",
+        "doc": "Checks a causal language model the way it generates: one decoder-with-past ONNX "
+            "file in optimum's layout is exported, then the prompts (`inputs` = `input_ids` and "
+            "`attention_mask`) are decoded greedily for `steps` tokens in PyTorch and in "
+            "onnxruntime, each feeding its own cache back; logits are compared at every step "
+            "and the tokens must agree (`generation-mismatch`). `stop-at-eos = true` stops a row "
+            'at the end-of-sequence token; `cache = "flat"` is for your own decoder, '
+            "`forward(input_ids, attention_mask, [position_ids,] *past)` returning `(logits, "
+            "*present)`, with `cache-shape = [layers, kv_heads, head_dim]` when it has no "
+            "`config`. The position thresholds the model's config names (LongRoPE's "
+            "`original_max_position_embeddings`, dynamic NTK's `max_position_embeddings`, "
+            "`sliding_window`, `attention_chunk_size`) below its context (`max-context`, "
+            "default its `max_position_embeddings`) are crossed by decoding steps from a "
+            "built past (`position-threshold`). `dynamic-axes`, `outputs` and `axis-sizes` "
+            "do not apply; `variants` are decoded too, their token agreement their top-1 "
+            "agreement. An encoder-decoder "
+            "generator (BART, T5, Whisper, Marian) exports `<name>.encoder.onnx` and the decoder "
+            "`<name>.onnx`, its `inputs` the encoder's (`input_ids` and `attention_mask`, or "
+            "`input_features`), decoded from the model's decoder start token. `bundle = "
+            '["onnxruntime-genai", "optimum"]` writes beside the decoder the folder each runtime '
+            "loads unchanged (`<name>.genai/`, `<name>.optimum/`); `runtime = "
+            '"onnxruntime-genai"` generates the prompts again with that runtime\'s own loop from '
+            "its bundle, token by token against PyTorch (both need `pip install "
+            "'onnx-parity[genai]'`). See docs/generation.md."}

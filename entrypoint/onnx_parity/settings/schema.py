@@ -52,7 +52,7 @@ from onnx_parity.settings.checks import (
 )
 from onnx_parity.settings.declaration import DECLARED, Key, choices, plain, setting
 from onnx_parity.settings.environment import env_value
-from onnx_parity.settings.generation_keys import Generation, generate_value
+from onnx_parity.settings.generation_keys import GENERATE_KEY, Generation
 from onnx_parity.settings.model_keys import (
     ALLOW_WARNING_KEYS,
     AllowWarning,
@@ -68,6 +68,13 @@ from onnx_parity.settings.model_keys import (
 )
 from onnx_parity.settings.model_sources import export_command_value, transformers_value
 from onnx_parity.settings.source_folders import SourceFolders
+from onnx_parity.settings.variant_keys import (
+    DEFAULT_MAX_PERPLEXITY_RATIO,
+    EVAL_TOKENS_KEY,
+    INT4_KEY,
+    PERPLEXITY_KEY,
+    Int4,
+)
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS", "EXPORTERS", "OPTIMIZATION_LEVELS", "VARIANTS", "AllowWarning",
@@ -248,6 +255,7 @@ class ModelSpec:
         check=plain(calibration_value), default="minmax", example='calibration = "entropy"',
         doc="How `int8-static` turns the activations seen on the committed samples into int8 "
             f"ranges (onnxruntime's `CalibrationMethod`). {_OVERRIDES}")
+    int4: Int4 = setting("int4", Int4(), **INT4_KEY)  # settings/variant_keys.py
     min_sqnr_db: float | None = setting(
         "min-sqnr-db", kind="finite number", check=plain(sqnr_value), default=None,
         shown="no threshold", example="min-sqnr-db = 25",
@@ -259,6 +267,8 @@ class ModelSpec:
         doc="Below it a variant fails the model (`variant-degraded`): the share of rows whose "
             "argmax over the last axis agrees with PyTorch's, for float outputs of rank >= 2. "
             f"{_OVERRIDES}")
+    max_perplexity_ratio: float = setting("max-perplexity-ratio", DEFAULT_MAX_PERPLEXITY_RATIO,
+                                          **PERPLEXITY_KEY)
     # Absolute folders inside the repository; found from the build files when the key is unset.
     python_path: SourceFolders = setting(
         "python-path", SourceFolders(), kind="array of folder paths",
@@ -288,24 +298,9 @@ class ModelSpec:
             "`dynamic-axes` with a dimension name (an axis derived from it follows its "
             "lengths); the batch axis (`batch-axis`, axis 0 by default) is `batch-sizes`' job.")
     # Last: its check sees `inputs`, `outputs`, `dynamic-axes` and `axis-sizes` read before it.
-    generate: Generation | None = setting(
-        "generate", kind="table { steps, stop-at-eos, cache, cache-shape }", check=generate_value,
-        default=None, shown="none (one forward pass is checked)", model_only=True,
-        example="generate = { steps = 16 }",
-        doc="Checks a causal language model the way it generates: one decoder-with-past ONNX "
-            "file in optimum's layout is exported, then the prompts (`inputs` = `input_ids` and "
-            "`attention_mask`) are decoded greedily for `steps` tokens in PyTorch and in "
-            "onnxruntime, each feeding its own cache back; logits are compared at every step "
-            "and the tokens must agree (`generation-mismatch`). `stop-at-eos = true` stops a row "
-            'at the end-of-sequence token; `cache = "flat"` is for your own decoder, '
-            "`forward(input_ids, attention_mask, [position_ids,] *past)` returning `(logits, "
-            "*present)`, with `cache-shape = [layers, kv_heads, head_dim]` when it has no "
-            "`config`. `dynamic-axes`, `outputs` and `axis-sizes` do not apply; `variants` are "
-            "decoded too, their token agreement their top-1 agreement. An encoder-decoder "
-            "generator (BART, T5, Whisper, Marian) exports `<name>.encoder.onnx` and the decoder "
-            "`<name>.onnx`, its `inputs` the encoder's (`input_ids` and `attention_mask`, or "
-            "`input_features`), decoded from the model's decoder start token. See "
-            "docs/generation.md.")
+    generate: Generation | None = setting("generate", None, **GENERATE_KEY)
+    # After `generate`, which its check requires.
+    eval_tokens: Path | None = setting("eval-tokens", None, **EVAL_TOKENS_KEY)
 
 
 def declared_keys() -> tuple[Key, ...]:

@@ -3,7 +3,8 @@
 `int8-dynamic`: int8 weights, activations quantized at run time (`quantize_dynamic`).
 `int8-static`: QDQ int8, activation ranges calibrated on the committed samples
 (`quantize_static` with a `CalibrationDataReader`). `fp16`: float16 weights and activations,
-inputs and outputs kept float32 (`convert_float_to_float16(keep_io_types=True)`).
+inputs and outputs kept float32 (`convert_float_to_float16(keep_io_types=True)`). `int4`:
+weight-only 4-bit MatMulNBits (`MatMulNBitsQuantizer`, variants/int4.py).
 
 A variant of a model with external data is written with external data too, as
 `<model>.<variant>.onnx` and its `.data` beside it (the quantizers' `use_external_data_format`;
@@ -23,6 +24,8 @@ import numpy as np
 from onnx_parity.ansi import strip_ansi
 from onnx_parity.errors import ModelProblem
 from onnx_parity.model_files import ModelFile, data_file, remove_model
+from onnx_parity.settings import ModelSpec
+from onnx_parity.variants.int4 import build_int4
 
 Feed = dict[str, np.ndarray]
 CALIBRATION_METHODS = {"minmax": "MinMax", "entropy": "Entropy", "percentile": "Percentile"}
@@ -38,7 +41,7 @@ class VariantFailure(ModelProblem):
 
 
 def build_variant(kind: str, fp32: ModelFile, target: Path, calibration: Sequence[Feed],
-                  method: str) -> ModelFile:
+                  spec: ModelSpec) -> ModelFile:
     """The variant's files at `target`; raises VariantFailure with onnxruntime's message."""
     remove_model(target)
     external = fp32.data_path is not None
@@ -46,7 +49,9 @@ def build_variant(kind: str, fp32: ModelFile, target: Path, calibration: Sequenc
         if kind == "int8-dynamic":
             _dynamic(fp32.path, target, external)
         elif kind == "int8-static":
-            _static(fp32.path, target, calibration, method, external)
+            _static(fp32.path, target, calibration, spec.calibration, external)
+        elif kind == "int4":
+            build_int4(fp32.path, target, spec.int4, external)
         else:
             _fp16(fp32.path, target, external)
     except Exception as error:  # onnxruntime raises many kinds; each one is evidence

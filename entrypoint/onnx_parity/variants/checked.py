@@ -25,6 +25,7 @@ from onnx_parity.settings import ModelSpec
 from onnx_parity.variants.activations import FloatModel
 from onnx_parity.variants.build import Feed, VariantFailure, build_variant
 from onnx_parity.variants.figures import compare_variant
+from onnx_parity.variants.int4 import settings as int4_settings
 from onnx_parity.variants.review import degraded, misses, overflow, variant_error
 from onnx_parity.verification import (
     CutRun,
@@ -117,8 +118,7 @@ def _variant(kind: str, context: _Context,
     # external data names its data file, which must keep that name in the output folder.
     target = context.folder / f"{context.spec.name}.{kind}.onnx"
     try:
-        built = build_variant(kind, context.fp32.model, target, calibration,
-                              context.spec.calibration)
+        built = build_variant(kind, context.fp32.model, target, calibration, context.spec)
         session = _session(kind, built, context.spec.runtime_optimization, context.threads)
         comparisons, broken = _compare(kind, session, context.cases)
     except VariantFailure as failure:
@@ -192,7 +192,8 @@ def _calibration_feeds(session: Session, bound: BoundInputs) -> list[Feed]:
 
 
 def _settings(kind: str, spec: ModelSpec) -> dict[str, object]:
-    made = {"calibration": spec.calibration} if kind == "int8-static" else {}
+    made: dict[str, object] = ({"calibration": spec.calibration} if kind == "int8-static"
+                               else int4_settings(spec.int4) if kind == "int4" else {})
     return {**made, "min_sqnr_db": spec.min_sqnr_db,
             "min_top1_agreement": spec.min_top1_agreement}
 

@@ -7,6 +7,10 @@ agreement users of quantized LLMs ask for: the share of (prompt, step) tokens ag
 each prompt's first difference, as the variant's top-1 agreement of `logits` (judged by
 `min-top1-agreement`), with its max logit difference and the decoding said in a note.
 `int8-static` needs calibration feeds of the decoding steps, which are not made yet.
+
+With `eval-tokens` each variant is also judged by text (variants/perplexity.py): its
+perplexity against PyTorch fp32's, gated by `max-perplexity-ratio`. An int4 variant whose
+greedy token differs is decoded again at accuracy_level 0 (variants/int4.py) to name the cause.
 """
 
 from __future__ import annotations
@@ -18,17 +22,29 @@ from pathlib import Path
 import numpy as np
 
 from onnx_parity.findings import Finding, Severity
-from onnx_parity.generation_results import GenerationResult
+from onnx_parity.generation_results import GenerationResult, TextScore
 from onnx_parity.model_files import ModelFile
+from onnx_parity.models import EvalTokens
 from onnx_parity.results import VariantComparison, VariantResult
 from onnx_parity.settings import ModelSpec
 from onnx_parity.variants.build import VariantFailure, build_variant
 from onnx_parity.variants.checked import VariantsChecked
-from onnx_parity.variants.review import degraded, misses, variant_error
-from onnx_parity.verification import Decoders, check_generation
+from onnx_parity.variants.int4 import rerun_at_level0
+from onnx_parity.variants.int4 import settings as int4_settings
+from onnx_parity.variants.perplexity import TextReference, reference_score, variant_score
+from onnx_parity.variants.review import (
+    degraded,
+    int4_token_difference,
+    misses,
+    perplexity_degraded,
+    variant_error,
+)
+from onnx_parity.verification import Decoders, RuntimeFailure, check_generation, open_session
 
 NOT_STATIC = ("int8-static is not built for a generating model yet: its calibration would need "
               "the decoding steps' inputs; check int8-dynamic or fp16")
+NO_TEXT = ("eval-tokens not scored: an encoder-decoder's decoder needs its encoder's outputs, "
+           "which the text does not give")
 
 
 @dataclass(frozen=True)
@@ -40,38 +56,75 @@ class GeneratingModel:
     prompts: dict[str, np.ndarray]
     spec: ModelSpec
     folder: Path  # where the variants are built (the worker's work folder)
+    text: EvalTokens | None = None  # `eval-tokens`, read in the worker
 
 
 def generation_variants(model: GeneratingModel) -> VariantsChecked:
     model.folder.mkdir(parents=True, exist_ok=True)
+    reference = _reference(model)
     results: list[VariantResult] = []
     findings: list[Finding] = []
     for kind in model.spec.variants:
-        result, found = _variant(kind, model)
+        result, found = _variant(kind, model, reference)
         results.append(result)
         findings += found
     return VariantsChecked(tuple(results), tuple(findings))
 
 
-def _variant(kind: str, model: GeneratingModel) -> tuple[VariantResult, list[Finding]]:
+def _reference(model: GeneratingModel) -> TextReference | None:
+    """PyTorch fp32 on `eval-tokens`, once for every variant (an encoder-decoder's decoder
+    needs its encoder's outputs: its text is not scored, NO_TEXT says so)."""
+    if model.text is None or model.decoders.encoder is not None:
+        return None
+    return reference_score(model.decoders, model.text, model.spec)
+
+
+def _variant(kind: str, model: GeneratingModel,
+             reference: TextReference | None) -> tuple[VariantResult, list[Finding]]:
     spec = model.spec
-    settings: dict[str, object] = {"min_sqnr_db": spec.min_sqnr_db,
-                                   "min_top1_agreement": spec.min_top1_agreement}
-    base = VariantResult(kind, model.fp32.size_bytes, settings=settings)
+    base = VariantResult(kind, model.fp32.size_bytes, settings=_settings(kind, spec))
     if kind == "int8-static":
         return dataclasses.replace(base, skipped=NOT_STATIC, notes=(NOT_STATIC,)), []
     target = model.folder / f"{spec.name}.{kind}.onnx"
     try:
-        built = build_variant(kind, model.fp32, target, [], spec.calibration)
+        built = build_variant(kind, model.fp32, target, [], spec)
         generation = _decoded(kind, built, model)
+        text = None if reference is None else _scored(kind, built, model, reference)
     except VariantFailure as failure:
         return base, [variant_error(failure)]
     files = built.stored()
+    unscored = (NO_TEXT,) if model.text is not None and reference is None else ()
     result = dataclasses.replace(
         base, size_bytes=built.size_bytes, sha256=files[0].sha256, onnx_path=str(built.path),
-        files=files, comparisons=(_comparison(generation, spec),), notes=(_note(generation),))
+        files=files, comparisons=(_comparison(generation, spec),),
+        notes=(_note(generation), *unscored), text=text)
     missed = misses(result, spec)
-    return result, [degraded(kind, missed, ())] if missed else []
+    found = [degraded(kind, missed, ())] if missed else []
+    if text is not None and text.ratio > spec.max_perplexity_ratio:
+        found.append(perplexity_degraded(kind, text, spec))
+    first = generation.first_token_difference
+    if kind == "int4" and first is not None:
+        found.append(int4_token_difference(
+            rerun_at_level0(built, model.decoders, model.prompts, spec, first)))
+    return result, found
+
+
+def _settings(kind: str, spec: ModelSpec) -> dict[str, object]:
+    made = int4_settings(spec.int4) if kind == "int4" else {}
+    return {**made, "min_sqnr_db": spec.min_sqnr_db,
+            "min_top1_agreement": spec.min_top1_agreement,
+            "max_perplexity_ratio": spec.max_perplexity_ratio}
+
+
+def _scored(kind: str, built: ModelFile, model: GeneratingModel,
+            reference: TextReference) -> TextScore:
+    """The variant's decoder file on the text; what stops it is the variant's error."""
+    try:
+        session = open_session(built.path, model.spec.runtime_optimization,
+                               model.decoders.threads)
+        return variant_score(reference, session, model.decoders)
+    except RuntimeFailure as error:
+        raise VariantFailure(kind, "scored on eval-tokens", error) from error
 
 
 def _decoded(kind: str, built: ModelFile, model: GeneratingModel) -> GenerationResult:

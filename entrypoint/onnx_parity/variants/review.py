@@ -1,5 +1,7 @@
-"""What a variant's figures and failures say, as findings: `variant-degraded`, `fp16-overflow`,
-`variant-error`. Each carries `details.variant`, so the report files it under its variant."""
+"""What a variant's figures and failures say, as findings: `variant-degraded` (an output's
+figures, or a generating model's perplexity on `eval-tokens`), `fp16-overflow`, `variant-error`,
+`int4-token-difference` (an int4 token's cause, from the rerun at accuracy_level 0). Each
+carries `details.variant`, so the report files it under its variant."""
 
 from __future__ import annotations
 
@@ -7,10 +9,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from onnx_parity.findings import Finding
+from onnx_parity.generation_results import TextScore
 from onnx_parity.results import VariantComparison, VariantResult
 from onnx_parity.settings import ModelSpec
 from onnx_parity.variants.activations import Overflow, TensorLoss
 from onnx_parity.variants.build import VariantFailure
+from onnx_parity.variants.int4 import LevelRerun
 
 # Tensors named as losing the most, in a variant-degraded finding.
 WORST_TENSORS = 3
@@ -97,3 +101,57 @@ def variant_error(failure: VariantFailure) -> Finding:
         "verdict and figures are unaffected.",
         evidence=failure.message, details={"variant": failure.variant},
     )
+
+
+def perplexity_degraded(variant: str, score: TextScore, spec: ModelSpec) -> Finding:
+    """A generating model's variant whose perplexity on `eval-tokens` grew past the gate."""
+    threshold = spec.max_perplexity_ratio
+    return Finding(
+        "variant-degraded",
+        f"{variant}: perplexity on {score.file} {score.perplexity:.4g} against PyTorch fp32's "
+        f"{score.fp32_perplexity:.4g}, {score.ratio:.4f}x > `max-perplexity-ratio` "
+        f"{threshold:g} ({score.nll:.4f} against {score.fp32_nll:.4f} nats per token over "
+        f"{score.tokens} positions of {score.rows} rows; top-1 agrees at "
+        f"{score.top1_agreement:.1%} of them)",
+        details={"variant": variant,
+                 "misses": [{"output": "logits", "batch_size": max(spec.batch_sizes),
+                             "figure": "perplexity_ratio",
+                             "value": score.ratio, "threshold": threshold}],
+                 "perplexity": score.perplexity, "fp32_perplexity": score.fp32_perplexity,
+                 "tokens": score.tokens, "top1_agreement": score.top1_agreement},
+    )
+
+
+def int4_token_difference(rerun: LevelRerun) -> Finding:
+    first = rerun.difference
+    head = (f"int4 (accuracy_level {rerun.level}): the greedy token differs from PyTorch fp32's "
+            f"at step {first.step}, row {first.row} ({first.pytorch_token} vs "
+            f"{first.onnx_token}, PyTorch's top-2 margin {first.margin:.2g})")
+    if rerun.level == 0:
+        cause = ("; at accuracy_level 0 the activations are fp32, so the difference is the "
+                 "quantization of the weights to 4 bits")
+    elif rerun.stopped is not None:
+        cause = (f". Decoding again at accuracy_level 0 failed ({rerun.stopped}), so the cause "
+                 "is not named")
+    elif rerun.weights:
+        cause = (f". Decoded again with the same weights at accuracy_level 0, that row differs "
+                 f"too (from step {rerun.level0_first}): the difference is the quantization of "
+                 "the weights to 4 bits, not the kernel's int8 activations")
+    else:
+        cause = (". Decoded again with the same weights at accuracy_level 0, that step picks "
+                 "PyTorch's token: the difference is the kernel's int8 activations "
+                 f"(accuracy_level {rerun.level}), not the 4-bit weights")
+    return Finding(
+        "int4-token-difference", head + cause,
+        details={"variant": "int4", "step": first.step, "row": first.row,
+                 "pytorch_token": first.pytorch_token, "onnx_token": first.onnx_token,
+                 "margin": first.margin, "accuracy_level": rerun.level,
+                 "level0_first_difference": rerun.level0_first,
+                 "cause": _cause(rerun)},
+    )
+
+
+def _cause(rerun: LevelRerun) -> str:
+    if rerun.stopped is not None:
+        return "unknown"
+    return "weights" if rerun.weights else "int8-activations"

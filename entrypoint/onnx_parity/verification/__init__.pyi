@@ -3,9 +3,11 @@
 
 from .compare import nonfinite_mismatch
 from .cuts import CutRun, ort_feed
+from .decoding import OnnxDecoder, TorchDecoder
 from .divergence_text import first_sentence
 from .drift import drift_findings
 from .encoder_decoding import EncoderSide
+from .genai_runtime import check_runtime
 from .generation import Decoders, FailingStep, Generated, check_generation, failing_cut
 from .lengths import Assumed
 from .localised_findings import attach_localised
@@ -13,6 +15,8 @@ from .outputs import output_names, sample_notes, variant_nonfinite
 from .run_failures import reference_finding
 from .runtime import RuntimeFailure, Session, open_session, run_session
 from .step_repro import StepCase, not_localised, step_repro
+from .threshold_past import PastSide
+from .threshold_steps import ThresholdCheck, check_thresholds
 from .verified import Exported, TorchSide, Verified, verify_model
 
 __all__ = [
@@ -23,13 +27,19 @@ __all__ = [
     "Exported",
     "FailingStep",
     "Generated",
+    "OnnxDecoder",
+    "PastSide",
     "RuntimeFailure",
     "Session",
     "StepCase",
+    "ThresholdCheck",
+    "TorchDecoder",
     "TorchSide",
     "Verified",
     "attach_localised",
     "check_generation",
+    "check_runtime",
+    "check_thresholds",
     "drift_findings",
     "failing_cut",
     "first_sentence",

@@ -86,6 +86,7 @@ class Generated:
     findings: list[Finding] = field(default_factory=list)
     comparisons: list[OutputComparison] = field(default_factory=list)
     failing: FailingStep | None = None
+    session: Session | None = None  # the decoder file's, when it ran (the threshold steps')
 
 
 @dataclass
@@ -141,7 +142,7 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
         findings.append(mismatch_finding(difference, run.steps))
     result = GenerationResult(run.steps, len(ids), tuple(run.agree), difference,
                               tuple(run.drift), forced)
-    return Generated(result, findings, run.comparisons, run.failing)
+    return Generated(result, findings, run.comparisons, run.failing, session)
 
 
 def _first_tokens(decoders: Decoders,

@@ -57,3 +57,29 @@ def mismatch_finding(difference: TokenDifference, steps: int) -> Finding:
                 "the token check sharper.")
     return Finding("generation-mismatch", said + ", wider than the tolerance: onnxruntime "
                    "computed another token", details=details)
+
+
+def runtime_mismatch_finding(runtime: str, difference: TokenDifference, steps: int) -> Finding:
+    """`runtime`'s own loop (e.g. onnxruntime-genai's generator) picks another token than
+    PyTorch for the same unpadded prompt: the first step and prompt row, both tokens."""
+    d = difference
+    said = (f"{runtime}'s own generator differs from PyTorch's greedy decoding first at token "
+            f"{d.step} of {steps} of prompt row {d.row} (unpadded, one prompt at a time): "
+            f"PyTorch picks token {d.pytorch_token}, {runtime} {d.onnx_token}; the max logit "
+            f"diff there is {d.logit_diff:.3g} and PyTorch's top-2 margin {d.margin:.3g}")
+    details: FindingDetails = {"step": d.step, "row": d.row, "pytorch_token": d.pytorch_token,
+                               "onnx_token": d.onnx_token, "logit_diff": d.logit_diff,
+                               "margin": d.margin, "near_tie": d.near_tie, "runtime": runtime}
+    if d.near_tie:
+        return Finding("generation-mismatch", said + ", below the tolerance: a near-tie",
+                       severity=Severity.WARNING, details=details,
+                       fix="Nothing to fix when the margin is this small: numeric noise decided "
+                           "between two near-equal tokens. Prompts without near-ties make the "
+                           "runtime's check sharper.")
+    return Finding(
+        "generation-mismatch", said + f", wider than the tolerance: {runtime} computed another "
+        "token", details=details,
+        fix=f"Compare with onnxruntime's own loop in the report: when it agrees, {runtime}'s "
+            "feed differs from the check's (its genai_config.json's inputs, position ids or "
+            "cache); run the bundle's genai_config.json through its model builder for your "
+            "architecture and compare.")

@@ -21,16 +21,16 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.findings import CATALOGUE, Finding
-from onnx_parity.locations import scrub_paths
 from onnx_parity.model_files import ModelFile
 from onnx_parity.models import BoundInputs, as_call
 from onnx_parity.results import Divergence, ExportAttempt, NodeCheck, OutputComparison, Repro
 from onnx_parity.settings import ModelSpec
+from onnx_parity.verification.call_sites import placed_by_calls
 from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.cuts import CutRun, ort_feed
 from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
 from onnx_parity.verification.divergence_text import dynamo_hint
-from onnx_parity.verification.node_sources import Origin, dynamo_origin
+from onnx_parity.verification.node_sources import Origin, dynamo_origin, module_origin
 from onnx_parity.verification.onnx_values import (
     LOCALISATION_LEVEL,
     Graph,
@@ -50,7 +50,6 @@ from onnx_parity.verification.torch_values import (
     LocalisationTimeout,
     fx_values,
     leaf_modules,
-    module_source,
     module_values,
     wrapper_prefix,
 )
@@ -216,17 +215,21 @@ def _repro(attempt: _Attempt, graph: Graph, compared: list[Compared], first: Com
 
 def _dynamo_values(request: Localisation, graph: Graph,
                    run: CutRun) -> tuple[list[Compared], int]:
-    torch_values, outputs = fx_values(request.program, as_call(run.cut.feed, request.bound),
-                                      request.deadline)
+    call = as_call(run.cut.feed, request.bound)
+    torch_values, outputs = fx_values(request.program, call, request.deadline)
     present = graph.values()
     renamed = dict(zip(outputs, graph.outputs, strict=False))  # output_names rename outputs
     pairs = {name: name if name in present else renamed.get(name) for name in torch_values}
     found = {name: value for name, value in pairs.items() if value}
     onnx = _onnx_values(request, graph, run, list(found.values()))
     producer = graph.producer()
+    origins = {value: dynamo_origin(producer[value], request.repo) for value in found.values()}
+    unplaced = {value: producer[value] for value, origin in origins.items() if not origin.file}
+    if unplaced:  # torch kept no frame of the user's: those that called the node's module
+        origins |= placed_by_calls(request.module, call, request.repo, unplaced,
+                                   request.deadline)
     compared = _compare(request, run, [
-        (value, torch_values[name], onnx[value], dynamo_origin(producer[value], request.repo))
-        for name, value in found.items()
+        (value, torch_values[name], onnx[value], origins[value]) for name, value in found.items()
     ], graph)
     return compared, len(torch_values) - len(compared)
 
@@ -245,12 +248,10 @@ def _module_values(request: Localisation, graph: Graph,
                                  set(last))
     onnx = _onnx_values(request, graph, run, [last[name] for name in torch_values])
     triples, prefix = [], wrapper_prefix(request.module)
-    for name, value in torch_values.items():
-        place, library = module_source(leaves[name], request.repo)
-        origin = Origin(op=type(leaves[name]).__name__, module=name.removeprefix(prefix),
-                        file=place[0], line=place[1],
-                        library_frame=scrub_paths(library, (request.repo,)) if library else None)
-        triples.append((last[name], value, onnx[last[name]], origin))
+    for name, output in torch_values.items():
+        origin = module_origin(name.removeprefix(prefix), leaves[name], output.callers,
+                               request.repo)
+        triples.append((last[name], output.value, onnx[last[name]], origin))
     return _compare(request, run, triples, graph), len(leaves) - len(torch_values)
 
 

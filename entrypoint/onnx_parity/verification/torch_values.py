@@ -2,22 +2,24 @@
 
 Dynamo: every node of the exported program, run by an FX interpreter (the ONNX values carry the
 FX node names). TorchScript: the output of every leaf module, caught by a forward hook (the
-ONNX node names carry the module scope).
+ONNX node names carry the module scope), with the frames that called it (node_sources.py finds
+the user's line among them).
 """
 
 from __future__ import annotations
 
-import inspect
 import time
 from collections import Counter
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from onnx_parity.locations import NOWHERE, Location, repo_relative
+from onnx_parity.locations import live_frames
 from onnx_parity.models import Call, one_run, to_array
+
+Frame = tuple[str, int]  # a Python frame's file and line
 
 
 class LocalisationTimeout(Exception):
@@ -92,49 +94,70 @@ def wrapper_prefix(module: Any) -> str:
     return prefix
 
 
-def module_values(module: Any, call: Call, names: set[str]) -> dict[str, np.ndarray]:
+@dataclass(frozen=True)
+class ModuleOutput:
+    """A leaf module's output on one call, and the Python frames that made the call."""
+
+    value: np.ndarray
+    callers: tuple[Frame, ...]  # outermost first, torch's own frames included
+
+
+def module_values(module: Any, call: Call, names: set[str]) -> dict[str, ModuleOutput]:
     """The output of each named module, for those called exactly once with one tensor out."""
-    import torch
-
-    outputs: dict[str, np.ndarray] = {}
+    outputs: dict[str, ModuleOutput] = {}
     calls: Counter[str] = Counter()
-    handles = []
-    for name, child in module.named_modules():
-        if name in names:
-            handles.append(child.register_forward_hook(_recorder(name, outputs, calls)))
-    args, kwargs = call
-    try:
-        with torch.no_grad(), one_run(module):
-            module(*args, **kwargs)
-    finally:
-        for handle in handles:
-            handle.remove()
-    return {name: value for name, value in outputs.items() if calls[name] == 1}
+    _hooked_run(module, call, {name: _recorder(name, outputs, calls) for name in names},
+                pre=False)
+    return {name: output for name, output in outputs.items() if calls[name] == 1}
 
 
-def _recorder(name: str, outputs: dict[str, np.ndarray],
+def _recorder(name: str, outputs: dict[str, ModuleOutput],
               calls: Counter[str]) -> Callable[..., None]:
     import torch
 
     def hook(_module: Any, _inputs: Any, output: Any) -> None:
         calls[name] += 1
         if isinstance(output, torch.Tensor):
-            outputs[name] = as_array(output)
+            # The stack as the hook sees it: the module's caller is still on it, with the line
+            # of the call (the user's `self.blocks(x)` for a child of nn.Sequential).
+            outputs[name] = ModuleOutput(as_array(output), tuple(live_frames()))
 
     return hook
 
 
-def module_source(module: Any, repo: Path) -> tuple[Location, str | None]:
-    """Where a module's forward is defined: the user's file and line, or the package's."""
+def module_callers(module: Any, call: Call, names: set[str]) -> dict[str, tuple[Frame, ...]]:
+    """The frames that called each named module, outermost first, for those called exactly
+    once (whatever they return): where a graph's node comes from when its own frames are not."""
+    callers: dict[str, tuple[Frame, ...]] = {}
+    calls: Counter[str] = Counter()
+
+    def caller_of(name: str) -> Callable[..., None]:
+        def hook(_module: Any, _inputs: Any) -> None:
+            calls[name] += 1
+            callers[name] = tuple(live_frames())
+
+        return hook
+
+    _hooked_run(module, call, {name: caller_of(name) for name in names}, pre=True)
+    return {name: frames for name, frames in callers.items() if calls[name] == 1}
+
+
+def _hooked_run(module: Any, call: Call, hooks: dict[str, Callable[..., None]],
+                pre: bool) -> None:
+    """`module` run once on `call` with each named submodule's hook (run before its forward
+    when `pre`, after it otherwise), every hook removed after."""
+    import torch
+
+    handles = []
     try:
-        forward = type(module).forward
-        path = inspect.getsourcefile(forward)
-        _, line = inspect.getsourcelines(forward)
-    except (OSError, TypeError):
-        return NOWHERE, None
-    if path is None:
-        return NOWHERE, None
-    relative = repo_relative(path, repo)
-    if relative is not None:
-        return (relative, line), None
-    return NOWHERE, f"{path}:{line}"
+        for name, child in module.named_modules():
+            if name in hooks:
+                register = (child.register_forward_pre_hook if pre
+                            else child.register_forward_hook)
+                handles.append(register(hooks[name]))
+        args, kwargs = call
+        with torch.no_grad(), one_run(module):
+            module(*args, **kwargs)
+    finally:
+        for handle in handles:
+            handle.remove()

@@ -53,6 +53,7 @@ def tiny_segformer() -> nn.Module:
     torch.manual_seed(0)
     config = SegformerConfig(num_channels=3, num_encoder_blocks=2, depths=[1, 1],
                              sr_ratios=[2, 1], hidden_sizes=[16, 32], num_attention_heads=[1, 2],
-                             decoder_hidden_size=32, num_labels=4, patch_sizes=[7, 3],
-                             strides=[4, 2], mlp_ratios=[2, 2])
+                             decoder_hidden_size=32, patch_sizes=[7, 3], strides=[4, 2],
+                             mlp_ratios=[2, 2])
+    config.num_labels = 4
     return SegformerForSemanticSegmentation(config).eval()

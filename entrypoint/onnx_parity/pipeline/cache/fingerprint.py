@@ -74,9 +74,11 @@ def configuration_sha256(specs: Sequence[ModelSpec], repo: Path) -> str:
 
 
 def input_files(spec: ModelSpec) -> list[Path]:
-    """Weights and sample files; every file inside a bundle or a `transformers` folder."""
+    """Weights, sample files and `eval-tokens`; every file inside a bundle or a `transformers`
+    folder."""
     named = list(spec.inputs.values()) if isinstance(spec.inputs, dict) else [spec.inputs]
-    paths = [path for path in (spec.weights, spec.transformers) if path is not None] + named
+    paths = [path for path in (spec.weights, spec.transformers, spec.eval_tokens)
+             if path is not None] + named
     found: list[Path] = []
     for path in paths:
         found += sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path]
