@@ -177,11 +177,12 @@ def measure_large_generation(names: tuple[str, ...], repeat: int) -> dict[str, A
 
 def _measure(name: str, repeat: int) -> dict[str, Any]:
     shape, repo = SHAPES[name], cached_repo(name)
-    runs, steps = [], []
+    runs, steps, drift = [], [], []
     for index in range(repeat):
         out = CACHE / f"out-{name}-{index}"
         runs.append(measured([*parity_command(out)], repo))
         steps.append(_steps(out))
+        drift.append(max_logit_diff(out))
     weights = shape.parameters() * 4
     peak = statistics.median(m for _, m in runs)
     return {"model": f"{shape.label}: {shape.parameters() / 1e9:.2f}B parameters",
@@ -189,6 +190,7 @@ def _measure(name: str, repeat: int) -> dict[str, Any]:
             "seconds": [s for s, _ in runs], "max_rss_bytes": [m for _, m in runs],
             "median_seconds": statistics.median(s for s, _ in runs),
             "median_max_rss_bytes": peak, "rss_over_weights": peak / weights,
+            "max_logit_diff": max(drift),
             "median_steps": {step: statistics.median(run[step] for run in steps)
                              for step in steps[0]}}
 
@@ -198,6 +200,12 @@ def _steps(out: Path) -> dict[str, float]:
     if not model["passed"]:
         raise RuntimeError(f"the large generating model failed its check: {model['findings']}")
     return {item["step"]: item["seconds"] for item in model["steps"]}
+
+
+def max_logit_diff(out: Path) -> float:
+    """The largest logit difference of any step, from report.json."""
+    [model] = json.loads((out / "report.json").read_text(encoding="utf-8"))["models"]
+    return max(value for value in model["generation"]["max_logit_diff"] if value is not None)
 
 
 def render(figures: dict[str, Any]) -> list[str]:
@@ -212,7 +220,7 @@ def render(figures: dict[str, Any]) -> list[str]:
                   f"  {case['median_seconds']:.0f} s, {case['median_max_rss_bytes'] / 1e9:.1f} GB "
                   f"peak RSS = {ratio:.2f}x its {case['fp32_weight_bytes'] / 1e9:.2f} GB of fp32 "
                   f"weights (aim <= {AIM:g}x){'' if ratio <= AIM else '  OVER AIM'}",
-                  f"  steps: {shown}"]
+                  f"  steps: {shown}; max logit diff {case['max_logit_diff']:.1e}"]
     return lines
 
 
@@ -222,14 +230,14 @@ def page_rows(figures: dict[str, Any] | None) -> str:
         return ("The large generating case (`bench/generation.py --case qwen-3b`) was not "
                 "measured in this run.\n")
     rows = ["| model | fp32 weights | median | peak RSS (median) | peak / weights | "
-            "export step | generate step |", "|---|---|---|---|---|---|---|"]
+            "export step | generate step | max logit diff |", "|---|---|---|---|---|---|---|---|"]
     for case in figures["cases"].values():
         steps = case["median_steps"]
         rows.append(f"| {case['model']} | {case['fp32_weight_bytes'] / 1e9:.2f} GB | "
                     f"{case['median_seconds']:.0f} s | "
                     f"{case['median_max_rss_bytes'] / 1e9:.1f} GB | "
                     f"**{case['rss_over_weights']:.2f}x** | {steps.get('export', 0):.0f} s | "
-                    f"{steps.get('generate', 0):.0f} s |")
+                    f"{steps.get('generate', 0):.0f} s | {case['max_logit_diff']:.1e} |")
     return ("Large generating models (`bench/generation.py --case qwen-0.5b|qwen-1.5b|qwen-3b`): "
             "a decoder of the named Qwen2.5 model's shape with random weights, saved by "
             "`save_pretrained` as safetensors and checked from that folder (`transformers = "
