@@ -239,11 +239,16 @@ def page_rows(figures: dict[str, Any] | None) -> str:
                     f"**{case['rss_over_weights']:.2f}x** | {steps.get('export', 0):.0f} s | "
                     f"{steps.get('generate', 0):.0f} s | {case['max_logit_diff']:.1e} |")
     return ("Large generating models (`bench/generation.py --case qwen-0.5b|qwen-1.5b|qwen-3b`): "
-            "a decoder of the named Qwen2.5 model's shape with random weights, saved by "
-            "`save_pretrained` as safetensors and checked from that folder (`transformers = "
-            f"\"checkpoints/qwen\"`), `generate = {{ steps = {figures['steps']} }}` on "
-            f"{figures['prompts']} left-padded prompts of {figures['length']} tokens, "
-            f"`--jobs 1`; peak RSS against the fp32 weights, aim at most {AIM:g}x.\n\n"
+            "a Qwen2ForCausalLM of the named Qwen2.5 model's shape with random weights, its "
+            "folder written as `save_pretrained` writes it (safetensors shards, tied "
+            "embeddings) and checked from there (`transformers = \"checkpoints/qwen\"`), "
+            f"`generate = {{ steps = {figures['steps']} }}` on {figures['prompts']} left-padded "
+            f"prompts of {figures['length']} tokens, atol and rtol 1e-3 (the 3B's fp32 drift, "
+            "2.6e-05, is past the defaults'), `--jobs 1`, one run each; peak RSS (`os.wait4`) "
+            f"against the fp32 weights, aim at most {AIM:g}x. Before PyTorch's weights were "
+            "written out while onnxruntime decodes (docs/generation.md, \"What it costs\"): "
+            "5.3 GB (2.7x) for the 0.5B shape, 13.2 GB (2.2x) for the 1.5B. Measured on 2 "
+            "cores shared with other work (load average 4 to 9): the times are noisy.\n\n"
             + "\n".join(rows) + "\n")
 
 
