@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -183,6 +184,7 @@ def _measure(name: str, repeat: int) -> dict[str, Any]:
         runs.append(measured([*parity_command(out)], repo))
         steps.append(_steps(out))
         drift.append(max_logit_diff(out))
+        shutil.rmtree(out)  # its decoder file is as large as the weights; the folder is cached
     weights = shape.parameters() * 4
     peak = statistics.median(m for _, m in runs)
     return {"model": f"{shape.label}: {shape.parameters() / 1e9:.2f}B parameters",
