@@ -28,19 +28,31 @@ from .samples import SampleSet, cast_samples, load_samples
 from .shapes import Dimension, dimensions, input_shapes, resize, widened_for_export
 from .thresholds import PositionLimits, Threshold, position_limits
 from .torch_builds import companion_pins, installed_version, missing_release_note
+from .vision_language import (
+    DerivedInput,
+    Family,
+    Image,
+    PipelineContract,
+    family_of,
+    is_vision_language,
+)
 
 __all__ = [
     "BoundInputs",
     "CacheShape",
     "Call",
+    "DerivedInput",
     "Dimension",
     "EvalTokens",
+    "Family",
     "FlatInputs",
     "GoldenCase",
+    "Image",
     "LoadError",
     "LoadedModel",
     "OffloadedWeights",
     "OutputKind",
+    "PipelineContract",
     "PositionLimits",
     "ProbeResult",
     "Reference",
@@ -60,10 +72,12 @@ __all__ = [
     "dimensions",
     "encoder_module",
     "encoder_spec",
+    "family_of",
     "flat_inputs",
     "has_structure",
     "input_shapes",
     "installed_version",
+    "is_vision_language",
     "load_eval_tokens",
     "load_finding",
     "load_samples",

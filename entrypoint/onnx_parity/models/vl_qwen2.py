@@ -1,0 +1,273 @@
+"""Qwen2-VL as a vision-language pipeline (models/vision_language.py's `Family`).
+
+The vision file takes ONE image: `pixel_values` (patches, channels * temporal * patch * patch)
+and `image_grid_thw` (1, 3). The model's vision attention splits a batch of images with a
+data-dependent `torch.split(lengths.tolist())` (dynamo refuses it, TorchScript drops
+`image_grid_thw`); for one image (t = 1, every image the processor makes) that split is one
+block, so the wrapper runs the model's own layers with the attention as one SDPA, and the
+rotary positions computed from the grid's values with tensor arithmetic (no `.item()`).
+Positions are multimodal (3, batch, sequence): the model's get_rope_index at the prompt,
+then each position plus one.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from onnx_parity.models.decoder import CacheShape
+from onnx_parity.models.load_errors import LoadError
+from onnx_parity.models.vision_language import DerivedInput, Image, PipelineContract, image_token
+
+IMAGE_INPUTS = ("pixel_values", "image_grid_thw")
+TAKEN = ("input_ids", "attention_mask", "mm_token_type_ids", *IMAGE_INPUTS)
+TYPES = "mm_token_type_ids"
+
+
+@functools.cache
+def _wrappers() -> tuple[type, type, type]:
+    import torch
+    from torch.nn import functional
+
+    class Vision(torch.nn.Module):
+        """One image through the model's vision tower: patch embedding, blocks, merger."""
+
+        def __init__(self, visual: Any):
+            super().__init__()
+            self.visual = visual
+            self.training = False
+
+        def forward(self, pixel_values: Any, image_grid_thw: Any) -> Any:
+            visual = self.visual
+            hidden = visual.patch_embed(pixel_values.to(visual.get_dtype()))
+            positions = _patch_positions(torch, hidden.shape[0], image_grid_thw,
+                                         visual.spatial_merge_size)
+            cos, sin = visual.rotary_pos_emb(hidden, positions)
+            for block in visual.blocks:
+                hidden = hidden + _attention(functional, block.attn, block.norm1(hidden),
+                                             (cos, sin))
+                hidden = hidden + block.mlp(block.norm2(hidden))
+            return visual.merger(hidden)
+
+    class Embedding(torch.nn.Module):
+        """The text embeddings with the image features scattered at the image tokens in order;
+        an image token past the features given (a generated one) stays text."""
+
+        def __init__(self, model: Any, token: int):
+            super().__init__()
+            self.embed, self.token = model.get_input_embeddings(), token
+            self.training = False
+
+        def forward(self, input_ids: Any, image_features: Any) -> Any:
+            embeds = self.embed(input_ids)
+            flat = (input_ids == self.token).reshape(-1)
+            order = torch.cumsum(flat.to(torch.int64), 0) - 1
+            count = image_features.shape[0]
+            placed = flat & (order < count)
+            padded = torch.cat([image_features.to(embeds.dtype),
+                                embeds.new_zeros((1, embeds.shape[-1]))], 0)
+            picked = padded[torch.where(placed, order, torch.full_like(order, count))]
+            merged = torch.where(placed[:, None], picked, embeds.reshape(-1, embeds.shape[-1]))
+            return merged.reshape(embeds.shape)
+
+    class Decoder(torch.nn.Module):
+        """The model's own forward fed inputs_embeds and 3-D position_ids, with its cache."""
+
+        def __init__(self, model: Any):
+            super().__init__()
+            self.model = model
+            self.training = False
+
+        def forward(self, inputs_embeds: Any, attention_mask: Any, position_ids: Any,
+                    past_key_values: Any = None, use_cache: bool = True) -> Any:
+            return self.model(inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+                              position_ids=position_ids, past_key_values=past_key_values,
+                              use_cache=use_cache)
+
+    return Vision, Embedding, Decoder
+
+
+def _patch_positions(torch: Any, patches: Any, grid: Any, merge: int) -> Any:
+    """transformers' vision position ids (row, column) of one image's patches, block-major over
+    merge x merge blocks, from the grid's values as tensors (its width need not be a constant)."""
+    index = torch.arange(patches, device=grid.device) % (grid[0, 1] * grid[0, 2])
+    block, inner = index // (merge * merge), index % (merge * merge)
+    blocks_wide = grid[0, 2] // merge
+    rows = (block // blocks_wide) * merge + inner // merge
+    columns = (block % blocks_wide) * merge + inner % merge
+    return torch.stack([rows, columns], dim=-1)
+
+
+def _attention(functional: Any, attn: Any, hidden: Any, rotary: tuple[Any, Any]) -> Any:
+    """The model's VisionAttention over one image: one SDPA, its own projections and rotary."""
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import apply_rotary_pos_emb_vision
+
+    length = hidden.shape[0]
+    query, key, value = attn.qkv(hidden).reshape(length, 3, attn.num_heads, -1).permute(
+        1, 0, 2, 3).unbind(0)
+    query, key = apply_rotary_pos_emb_vision(query, key, *rotary)
+    heads = [tensor.transpose(0, 1).unsqueeze(0) for tensor in (query, key, value)]
+    out = functional.scaled_dot_product_attention(*heads, scale=attn.scaling)
+    return attn.proj(out.squeeze(0).transpose(0, 1).reshape(length, -1))
+
+
+class Qwen2VL:
+    """Qwen2-VL (transformers' Qwen2VLForConditionalGeneration); see the module's text."""
+
+    name = "qwen2-vl"
+
+    def matches(self, model: Any) -> bool:
+        return getattr(getattr(model, "config", None), "model_type", None) == "qwen2_vl"
+
+    def contract(self, model: Any, cache: CacheShape) -> PipelineContract:
+        token = image_token(model)
+        assert token is not None
+        hidden = int(model.config.get_text_config().hidden_size)
+        return PipelineContract(cache, IMAGE_INPUTS, token, hidden, positions_3d=True,
+                                dynamic_resolution=True)
+
+    def vision_module(self, model: Any) -> Any:
+        return _wrappers()[0](model.model.visual)
+
+    def embedding_module(self, model: Any) -> Any:
+        token = image_token(model)
+        assert token is not None
+        return _wrappers()[1](model, token)
+
+    def decoder_module(self, model: Any) -> Any:
+        return _wrappers()[2](model)
+
+    def images(self, samples: Mapping[str, np.ndarray]) -> list[Image]:
+        if "image_grid_thw" not in samples:
+            return []
+        grids = np.asarray(samples["image_grid_thw"]).astype(np.int64)
+        ends = np.cumsum(grids.prod(-1))
+        pixels = np.asarray(samples["pixel_values"])
+        return [{"pixel_values": pixels[end - int(grid.prod()):end], "image_grid_thw": grid[None]}
+                for grid, end in zip(grids, ends, strict=True)]
+
+    def rows(self, model: Any, samples: Mapping[str, np.ndarray],
+             rows: slice) -> dict[str, np.ndarray]:
+        """The samples of prompt `rows`: their images' patches and grids with them."""
+        chosen = {name: np.asarray(samples[name])[rows] for name in samples
+                  if name not in IMAGE_INPUTS}
+        images = self.images(samples)
+        if not images:
+            return chosen
+        per_row = _images_per_row(samples, images, _merge(model))
+        start = int(per_row[:rows.start or 0].sum())
+        taken = images[start:start + int(per_row[rows].sum())]
+        if taken:
+            chosen["pixel_values"] = np.concatenate([image["pixel_values"] for image in taken])
+            chosen["image_grid_thw"] = np.concatenate([image["image_grid_thw"] for image in taken])
+        return chosen
+
+    def derive(self, model: Any, samples: Mapping[str, np.ndarray], contract: PipelineContract
+               ) -> tuple[dict[str, np.ndarray], tuple[DerivedInput, ...]]:
+        unknown = sorted(set(samples) - set(TAKEN))
+        if unknown:
+            raise LoadError(
+                f"`inputs` gives {', '.join(unknown)}, which Qwen2-VL does not take.",
+                fix=f"Give only {', '.join(TAKEN)} (what its processor returns) in [model.inputs].")
+        if ("pixel_values" in samples) != ("image_grid_thw" in samples):
+            raise LoadError("`inputs` gives one of pixel_values and image_grid_thw without the "
+                            "other.", fix="Give both (the processor returns both), or neither.")
+        _check_tokens(samples, self.images(samples), contract.image_token, _merge(model))
+        completed = dict(samples)
+        if TYPES in samples:
+            return completed, ()
+        ids = np.asarray(samples["input_ids"])
+        completed[TYPES] = (ids == contract.image_token).astype(np.int64)
+        return completed, (DerivedInput(TYPES, (
+            f"derived from the image token {contract.image_token} in input_ids (1 at an image "
+            "token, 0 elsewhere): Qwen2-VL computes its 3-D rotary positions from it")),)
+
+    def image_features(self, model: Any, image: Image) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            out = model.get_image_features(
+                torch.from_numpy(np.asarray(image["pixel_values"])),
+                torch.from_numpy(np.asarray(image["image_grid_thw"])), return_dict=True)
+        return np.asarray(torch.cat(out.pooler_output).float().numpy())
+
+    def merged_embeddings(self, model: Any, input_ids: np.ndarray,
+                          features: np.ndarray) -> np.ndarray:
+        import torch
+
+        ids = torch.from_numpy(np.asarray(input_ids))
+        with torch.no_grad():
+            embeds = model.get_input_embeddings()(ids)
+            if not len(features):
+                return np.asarray(embeds.float().numpy())
+            given = torch.from_numpy(np.asarray(features)).to(embeds.dtype)
+            mask, _ = model.model.get_placeholder_mask(ids, inputs_embeds=embeds,
+                                                       image_features=given)
+            return np.asarray(embeds.masked_scatter(mask, given).float().numpy())
+
+    def prompt_positions(self, model: Any, samples: Mapping[str, np.ndarray]) -> np.ndarray:
+        import torch
+
+        given = {name: torch.from_numpy(np.asarray(value)) for name, value in samples.items()}
+        with torch.no_grad():
+            positions = model._prepare_position_ids_for_generation(given["input_ids"], given)
+        return np.asarray(positions[1:].numpy()).astype(np.int64)  # row 0: text positions
+
+    def step_positions(self, previous: np.ndarray) -> np.ndarray:
+        return (previous[..., -1:] + 1).astype(np.int64)
+
+    def unseen_image(self, model: Any, images: list[Image]) -> Image | None:
+        """A grid the samples lack: one merge block taller than the tallest image, patches
+        drawn from a seeded generator."""
+        if not images:
+            return None
+        grids = {tuple(int(v) for v in image["image_grid_thw"][0]) for image in images}
+        merge = _merge(model)
+        t, h, w = max(grids, key=lambda grid: grid[1] * grid[2])
+        height = h + merge
+        while (t, height, w) in grids:
+            height += merge
+        width = images[0]["pixel_values"].shape[1]
+        pixels = np.random.default_rng(0).standard_normal((t * height * w, width))
+        return {"pixel_values": pixels.astype(images[0]["pixel_values"].dtype),
+                "image_grid_thw": np.array([[t, height, w]], dtype=np.int64)}
+
+
+def _merge(model: Any) -> int:
+    return int(model.config.vision_config.spatial_merge_size)
+
+
+def _check_tokens(samples: Mapping[str, np.ndarray], images: list[Image], token: int,
+                  merge: int) -> None:
+    """The prompts' image tokens against the images' features (t * h * w / merge**2 each)."""
+    held = int((np.asarray(samples["input_ids"]) == token).sum())
+    features = sum(int(image["image_grid_thw"].prod()) // (merge * merge) for image in images)
+    if held != features:
+        raise LoadError(
+            f"`inputs`: input_ids holds {held} image token(s) ({token}), and image_grid_thw's "
+            f"{len(images)} image(s) make {features} feature(s) (t * h * w / {merge * merge} "
+            "each).", fix="Commit the input_ids, pixel_values and image_grid_thw the model's "
+            "processor returned together for the same images.")
+
+
+def _images_per_row(samples: Mapping[str, np.ndarray], images: list[Image],
+                    merge: int) -> np.ndarray:
+    """How many of the images each prompt row holds, from its image tokens in order."""
+    tokens = [int(image["image_grid_thw"].prod()) // (merge * merge) for image in images]
+    types = np.asarray(samples[TYPES]) if TYPES in samples else None
+    assert types is not None
+    counts, index = [], 0
+    for row in (types == 1):
+        held, need = int(row.sum()), 0
+        start = index
+        while need < held and index < len(tokens):
+            need += tokens[index]
+            index += 1
+        counts.append(index - start)
+    return np.asarray(counts, dtype=np.int64)
+
+
+FAMILY = Qwen2VL()
