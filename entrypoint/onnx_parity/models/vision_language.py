@@ -33,7 +33,8 @@ IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
 IMAGE_FEATURES = "image_features"
 INPUTS_EMBEDS = "inputs_embeds"
 # One module per family, each exposing FAMILY; a new family adds its line here.
-FAMILY_MODULES = ("onnx_parity.models.vl_qwen2",)
+FAMILY_MODULES = ("onnx_parity.models.vl_qwen2", "onnx_parity.models.vl_llava",
+                  "onnx_parity.models.vl_idefics3", "onnx_parity.models.vl_gemma3")
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,10 @@ class PipelineContract:
     are (3, batch, sequence) (multimodal rotary positions), else (batch, sequence).
     `dynamic_resolution`: the vision file takes images of any (allowed) size, so one unseen
     resolution is checked too. `derived`: the sample inputs the tool derived, with reasons.
+    `decoder_extra`: inputs (batch, sequence) of int64 the decoder also takes, after
+    position_ids: the samples' values at the prompt pass, zeros at every later step (Gemma 3's
+    token_type_ids, which make its image tokens attend to each other at the prompt and which
+    transformers' generation drops after it).
     """
 
     cache: CacheShape
@@ -64,10 +69,11 @@ class PipelineContract:
     positions_3d: bool
     dynamic_resolution: bool
     derived: tuple[DerivedInput, ...] = ()
+    decoder_extra: tuple[str, ...] = ()
 
     @property
     def decoder_inputs(self) -> tuple[str, ...]:
-        return (INPUTS_EMBEDS, "attention_mask", "position_ids",
+        return (INPUTS_EMBEDS, "attention_mask", "position_ids", *self.decoder_extra,
                 *self.cache.names("past_key_values"))
 
 
