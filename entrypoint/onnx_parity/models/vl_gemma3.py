@@ -1,0 +1,153 @@
+"""Gemma 3 (transformers' Gemma3ForConditionalGeneration: a SigLIP tower at one size, a
+pooling projector to `mm_tokens_per_image` tokens, a Gemma 3 decoder) as a vision-language
+pipeline (models/vision_language.py's `Family`).
+
+Gemma 3's image tokens attend to each other both ways at the prompt (each image's block; text
+stays causal): its forward builds that mask from `token_type_ids` (1 at an image token), and
+transformers' generation passes them at the prompt only. So the decoder file takes
+`token_type_ids` (batch, sequence) after position_ids (the contract's `decoder_extra`): the
+samples' values at the prompt pass, zeros at every later step, where its mask is the causal
+one. Without them the prompt's logits differ (by 0.026 in a tiny model). The embedding scales
+by sqrt(hidden) inside the model's own embedding table, so the wrapper scales as the model
+does. Chosen over PaliGemma, whose prefix (image and prompt text) is bidirectional by
+token_type_ids of 0 and whose generation extends them with ones: Gemma 3 is the one users ship
+in 2025-2026, and its prefix attention needs no state after the prompt.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from onnx_parity.models import vl_parts
+from onnx_parity.models.decoder import CacheShape
+from onnx_parity.models.load_errors import LoadError
+from onnx_parity.models.vision_language import DerivedInput, Image, PipelineContract, image_token
+
+IMAGE_INPUTS = ("pixel_values",)
+TYPES = "token_type_ids"
+TEXT_INPUTS = ("input_ids", "attention_mask", TYPES)
+TAKEN = (*TEXT_INPUTS, *IMAGE_INPUTS)
+
+
+@functools.cache
+def _wrappers() -> tuple[type, type]:
+    import torch
+
+    class Vision(torch.nn.Module):
+        """One image through the model's get_image_features: (tokens, hidden)."""
+
+        def __init__(self, model: Any):
+            super().__init__()
+            self.model = model
+            self.training = False
+
+        def forward(self, pixel_values: Any) -> Any:
+            out = self.model.model.get_image_features(pixel_values, return_dict=True)
+            pooled = out.pooler_output
+            return pooled.reshape(-1, pooled.shape[-1])
+
+    class Decoder(torch.nn.Module):
+        """The model's forward fed inputs_embeds and token_type_ids, with its cache."""
+
+        def __init__(self, model: Any):
+            super().__init__()
+            self.model = model
+            self.training = False
+
+        def forward(self, inputs_embeds: Any, attention_mask: Any, position_ids: Any,
+                    token_type_ids: Any, past_key_values: Any = None,
+                    use_cache: bool = True) -> Any:
+            return self.model(inputs_embeds=inputs_embeds, attention_mask=attention_mask,
+                              position_ids=position_ids, token_type_ids=token_type_ids,
+                              past_key_values=past_key_values, use_cache=use_cache)
+
+    return Vision, Decoder
+
+
+class Gemma3:
+    """Gemma 3; see the module's text."""
+
+    name = "gemma3"
+
+    def matches(self, model: Any) -> bool:
+        return getattr(getattr(model, "config", None), "model_type", None) == "gemma3"
+
+    def contract(self, model: Any, cache: CacheShape) -> PipelineContract:
+        hidden = int(model.config.get_text_config().hidden_size)
+        return PipelineContract(cache, IMAGE_INPUTS, _token(model), hidden, positions_3d=False,
+                                dynamic_resolution=False, decoder_extra=(TYPES,))
+
+    def vision_module(self, model: Any) -> Any:
+        return _wrappers()[0](model)
+
+    def embedding_module(self, model: Any) -> Any:
+        return vl_parts.embedding_module(model, _token(model))
+
+    def decoder_module(self, model: Any) -> Any:
+        return _wrappers()[1](model)
+
+    def images(self, samples: Mapping[str, np.ndarray]) -> list[Image]:
+        return vl_parts.fixed_images(samples)
+
+    def rows(self, model: Any, samples: Mapping[str, np.ndarray],
+             rows: slice) -> dict[str, np.ndarray]:
+        return vl_parts.fixed_rows(samples, rows, _token(model), _per_image(model), TEXT_INPUTS)
+
+    def derive(self, model: Any, samples: Mapping[str, np.ndarray], contract: PipelineContract
+               ) -> tuple[dict[str, np.ndarray], tuple[DerivedInput, ...]]:
+        vl_parts.check_names("Gemma 3", samples, TAKEN)
+        vl_parts.check_fixed_tokens(samples, contract.image_token, _per_image(model))
+        completed = dict(samples)
+        ids = np.asarray(samples["input_ids"])
+        derived = (ids == contract.image_token).astype(np.int64)
+        if TYPES not in samples:
+            completed[TYPES] = derived
+            return completed, (DerivedInput(TYPES, (
+                f"derived from the image token {contract.image_token} in input_ids (1 at an "
+                "image token, 0 elsewhere), as Gemma 3's processor makes them: its image "
+                "tokens attend to each other both ways at the prompt")),)
+        if not np.array_equal(np.asarray(samples[TYPES]) != 0, derived != 0):
+            raise LoadError(
+                f"`inputs`: {TYPES} is not 1 exactly at the image tokens "
+                f"({contract.image_token}) of input_ids.",
+                fix=f"Commit the {TYPES} Gemma 3's processor returned with the input_ids, or "
+                    "leave it out and it is derived from the image token.")
+        return completed, ()
+
+    def image_features(self, model: Any, image: Image) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            out = model.get_image_features(torch.from_numpy(np.asarray(image["pixel_values"])),
+                                           return_dict=True)
+        return vl_parts.features(out)
+
+    def merged_embeddings(self, model: Any, input_ids: np.ndarray,
+                          features: np.ndarray) -> np.ndarray:
+        return vl_parts.merged(model, input_ids, features, _token(model))
+
+    def prompt_positions(self, model: Any, samples: Mapping[str, np.ndarray]) -> np.ndarray:
+        return vl_parts.prompt_positions(model, samples)
+
+    def step_positions(self, previous: np.ndarray) -> np.ndarray:
+        return vl_parts.step_positions(previous)
+
+    def unseen_image(self, model: Any, images: list[Image]) -> Image | None:  # noqa: ARG002
+        return None  # one size: SigLIP's position table and the projector's pooling are fixed
+
+
+def _per_image(model: Any) -> int:
+    return int(model.config.mm_tokens_per_image)
+
+
+def _token(model: Any) -> int:
+    token = image_token(model)
+    assert token is not None
+    return token
+
+
+FAMILY = Gemma3()
