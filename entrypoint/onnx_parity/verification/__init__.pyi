@@ -18,6 +18,8 @@ from .step_repro import StepCase, not_localised, step_repro
 from .threshold_past import PastSide
 from .threshold_steps import ThresholdCheck, check_thresholds
 from .verified import Exported, TorchSide, Verified, verify_model
+from .vl_decoding import PipelineSide, open_pipeline
+from .vl_files import FilesChecked, check_files
 
 __all__ = [
     "Assumed",
@@ -26,9 +28,11 @@ __all__ = [
     "EncoderSide",
     "Exported",
     "FailingStep",
+    "FilesChecked",
     "Generated",
     "OnnxDecoder",
     "PastSide",
+    "PipelineSide",
     "RuntimeFailure",
     "Session",
     "StepCase",
@@ -37,6 +41,7 @@ __all__ = [
     "TorchSide",
     "Verified",
     "attach_localised",
+    "check_files",
     "check_generation",
     "check_runtime",
     "check_thresholds",
@@ -45,6 +50,7 @@ __all__ = [
     "first_sentence",
     "nonfinite_mismatch",
     "not_localised",
+    "open_pipeline",
     "open_session",
     "ort_feed",
     "output_names",
