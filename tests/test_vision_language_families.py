@@ -185,3 +185,110 @@ def test_image_tokens_that_do_not_match_the_images_name_the_inputs(name: str,
         family.derive(built[name], samples, contract)
     with pytest.raises(LoadError, match="does not take"):
         family.derive(built[name], {**SAMPLES[name](), "image_sizes": np.ones(2)}, contract)
+
+
+# ---- the real CLI: the three models in one repository, one run ----
+
+CLI_STEPS = 8
+
+
+def cli_config() -> str:
+    entries = []
+    for name in FAMILIES:
+        inputs = "\n".join(f'{key} = "samples/{name}_{key}.npy"' for key in SAMPLES[name]())
+        entries.append(f'[[model]]\nname = "{name}"\nfactory = "models.vlm:{name}"\n'
+                       f'generate = {{ steps = {CLI_STEPS} }}\n\n[model.inputs]\n{inputs}\n')
+    return "batch-sizes = [3]\n" + "\n".join(entries)
+
+
+@pytest.fixture(scope="module")
+def cli(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, dict], Path]:
+    from fixture_repo.harness import run_cli, write_model_repo
+
+    root = tmp_path_factory.mktemp("vl_families")
+    samples = {f"{name}_{key}": value for name in FAMILIES
+               for key, value in SAMPLES[name]().items()}
+    repo = write_model_repo(root, ("vlm", SOURCE), samples, cli_config())
+    run = run_cli("check", "--jobs", "1", cwd=repo, out=root / "out")
+    assert run.code in (0, 1), run.stdout + run.stderr
+    return run, run.models(), root / "out"
+
+
+def errors(result: dict) -> list[tuple[str, str]]:
+    return [(f["code"], f["message"]) for f in result["findings"] if f["severity"] == "error"]
+
+
+def checks(result: dict, file: str) -> list[dict]:
+    return [check for check in result["generation"]["pipeline"]["checks"]
+            if check["file"] == file]
+
+
+@pytest.mark.slow
+def test_the_three_families_pass_through_the_cli(cli: tuple[Any, dict, Path]) -> None:
+    run, models, _ = cli
+    assert run.code == 0, {name: errors(result) for name, result in models.items()}
+    for name in FAMILIES:
+        generation = models[name]["generation"]
+        assert generation["pipeline"]["family"] == name
+        assert generation["tokens_agree"] == [CLI_STEPS] * 3  # one image, two (tiles), text
+        assert max(generation["max_logit_diff"]) < 1e-4
+        print(name, "max logit diff per step:", generation["max_logit_diff"])
+
+
+@pytest.mark.slow
+def test_each_vision_file_is_checked_at_the_resolutions_it_takes(
+        cli: tuple[Any, dict, Path]) -> None:
+    _, models, _ = cli
+    for name in FAMILIES:
+        vision = checks(models[name], "vision")
+        assert all(check["passed"] and check["max_abs_diff"] < 1e-5 for check in vision), vision
+        print(name, "vision:", [(c["case"], c["max_abs_diff"]) for c in vision])
+    one_size = [[c["case"] for c in checks(models[name], "vision")] for name in ("llava",
+                                                                               "gemma3")]
+    assert one_size == [["1x3x32x32"], ["1x3x32x32"]]  # one size, no unseen one
+    tiles = checks(models["idefics3"], "vision")
+    assert [(c["case"], c["seen"], c["shape"]) for c in tiles] == [
+        ("1x5x3x32x32", True, [20, 32]), ("1x1x3x32x32", True, [4, 32]),
+        ("1x6x3x32x32", False, [24, 32])]
+
+
+@pytest.mark.slow
+def test_each_embedding_file_is_checked_with_one_two_and_no_images(
+        cli: tuple[Any, dict, Path]) -> None:
+    _, models, _ = cli
+    for name in FAMILIES:
+        embedding = checks(models[name], "embedding")
+        assert [c["case"] for c in embedding] == ["one image", "two images", "no image"]
+        assert all(c["passed"] and c["max_abs_diff"] < 1e-6 for c in embedding), embedding
+        print(name, "embedding:", [(c["case"], c["max_abs_diff"]) for c in embedding])
+
+
+@pytest.mark.slow
+def test_gemma3s_decoder_takes_token_type_ids_and_every_image_axis_is_dynamic(
+        cli: tuple[Any, dict, Path]) -> None:
+    import onnx
+
+    _, _, out = cli
+
+    def layout(path: Path) -> dict[str, list[Any]]:
+        graph = onnx.load(str(path), load_external_data=False).graph
+        return {value.name: [d.dim_param or d.dim_value for d in value.type.tensor_type.shape.dim]
+                for value in [*graph.input, *graph.output]}
+
+    gemma3 = layout(out / "gemma3.onnx")
+    assert all(isinstance(axis, str) for axis in gemma3["token_type_ids"])
+    assert "token_type_ids" not in layout(out / "llava.onnx")
+    tiles = layout(out / "idefics3.vision.onnx")
+    assert isinstance(tiles["pixel_values"][1], str)
+    assert tiles["pixel_values"][2:] == [3, 32, 32]
+    assert isinstance(tiles["image_features"][0], str)
+    assert layout(out / "llava.vision.onnx")["pixel_values"] == [1, 3, 32, 32]
+
+
+@pytest.mark.slow
+def test_the_generation_rows_name_the_files(cli: tuple[Any, dict, Path]) -> None:
+    _, _, out = cli
+    summary = (out / "report.md").read_text(encoding="utf-8")
+    steps = f"tokens agree {CLI_STEPS}/{CLI_STEPS}"
+    assert f"vision 3 resolutions, embedding, decoder: {steps}" in summary  # 5, 1, 6 tiles
+    assert summary.count(f"vision 1 resolution, embedding, decoder: {steps}") == 2

@@ -75,6 +75,7 @@ def decoder_spec(spec: ModelSpec, contract: PipelineContract) -> ModelSpec:
     axes: dict[str, dict[int, str]] = {
         INPUTS_EMBEDS: {0: "batch", 1: "sequence"},
         "attention_mask": {0: "batch", 1: "total_sequence"}, "position_ids": position_axes,
+        **{name: {0: "batch", 1: "sequence"} for name in contract.decoder_extra},
         **{name: {0: "batch", 2: "past_sequence"} for name in cache.names("past_key_values")},
         "logits": {0: "batch", 1: "sequence"},
         **{name: {0: "batch", 2: "total_sequence"} for name in cache.names("present")}}
@@ -96,7 +97,9 @@ def decoder_samples(rows: int, contract: PipelineContract,
             "attention_mask": np.ones((rows, past + length), dtype=np.int64),
             # samples keep the batch on axis 0; the deployed (3, batch, sequence) moves it
             "position_ids": np.repeat(positions[:, None], 3, axis=1) if contract.positions_3d
-            else positions}
+            else positions,
+            # decoder_extra: zeros, what every step after the prompt is fed
+            **{name: np.zeros((rows, length), dtype=np.int64) for name in contract.decoder_extra}}
     for name in cache.names("past_key_values"):
         step[name] = generator.standard_normal(
             (rows, cache.kv_heads, past, cache.head_dim)).astype(dtype)

@@ -82,7 +82,8 @@ class Idefics3:
     def contract(self, model: Any, cache: CacheShape) -> PipelineContract:
         hidden = int(model.config.get_text_config().hidden_size)
         return PipelineContract(cache, IMAGE_INPUTS, _token(model), hidden, positions_3d=False,
-                                dynamic_resolution=True)
+                                dynamic_resolution=True,
+                                vision_axes={name: {1: "tiles"} for name in IMAGE_INPUTS})
 
     def vision_module(self, model: Any) -> Any:
         return _vision_class()(model)

@@ -102,8 +102,12 @@ class OnnxPipeline:
     def step(self, ids: np.ndarray, mask: np.ndarray) -> StepOutput:
         contract, family = self.side.contract, self.side.family
         features = np.zeros((0, contract.hidden_size), dtype=self.dtype)
+        # decoder_extra: the prompts' values at the prompt pass, zeros after it
+        extra = {name: np.zeros(ids.shape, dtype=np.int64) for name in contract.decoder_extra}
         if not self.past:
             chunk = family.rows(self.module, self.side.prompts, self.rows)
+            extra = {name: np.asarray(chunk[name], dtype=np.int64)
+                     for name in contract.decoder_extra}
             features = self._features(family.images(chunk), features)
             self.positions = family.prompt_positions(self.module, chunk)
             cache = contract.cache
@@ -116,7 +120,7 @@ class OnnxPipeline:
                                 {"input_ids": ids, "image_features": features})[:1]
         assert self.positions is not None
         feed = self.feed = {"inputs_embeds": embeds, "attention_mask": mask,
-                            "position_ids": self.positions, **self.past}
+                            "position_ids": self.positions, **extra, **self.past}
         values = run_session(self.session, {name: feed[name] for name in self.session.input_names
                                             if name in feed})
         named = dict(zip(self.session.output_names, values, strict=True))
