@@ -9,6 +9,7 @@ real CLI on one repository holding the three models.
 from __future__ import annotations
 
 import types
+from pathlib import Path
 from typing import Any
 
 import numpy as np
