@@ -45,6 +45,7 @@ class _Case:
     case: str
     path: str  # the file's name, as findings show it
     seen: bool = True
+    unit: str = "t x h x w"  # what the vision case's name counts
 
 
 def check_files(side: PipelineSide, sessions: PipelineSessions, model: Any,
@@ -65,6 +66,11 @@ def grid_name(image: Image) -> str:
     return "x".join(str(int(value)) for value in values)
 
 
+def _unit(image: Image) -> str:
+    """What grid_name's numbers are: a grid, or the shape of the image's first input."""
+    return "t x h x w" if "image_grid_thw" in image else f"{next(iter(image))}'s shape"
+
+
 def _vision(side: PipelineSide, session: Session, model: Any, spec: ModelSpec,
             checked: FilesChecked) -> list[np.ndarray]:
     """The vision file per distinct resolution (and the unseen one); PyTorch's features of
@@ -76,10 +82,10 @@ def _vision(side: PipelineSide, session: Session, model: Any, spec: ModelSpec,
                                                                        strict=True)}
     unseen = family.unseen_image(model, images) if side.contract.dynamic_resolution else None
     path = f"{spec.name}.vision.onnx"
-    runs = [(_Case("vision", name, path), image, value)
+    runs = [(_Case("vision", name, path, unit=_unit(image)), image, value)
             for name, (image, value) in cases.items()]
     if unseen is not None:
-        runs.append((_Case("vision", grid_name(unseen), path, seen=False), unseen,
+        runs.append((_Case("vision", grid_name(unseen), path, False, _unit(unseen)), unseen,
                      family.image_features(model, unseen)))
     for case, image, expected in runs:
         feed = {name: image[name] for name in session.input_names}
@@ -143,7 +149,7 @@ def _compared(case: _Case, session: Session, feed: dict[str, np.ndarray],
 def _where(case: _Case) -> str:
     if case.file == "vision":
         unseen = "" if case.seen else ", a resolution the samples do not hold"
-        return f"the vision file {case.path} at resolution {case.case} (t x h x w{unseen})"
+        return f"the vision file {case.path} at resolution {case.case} ({case.unit}{unseen})"
     return f"the embedding file {case.path} on a prompt with {case.case}"
 
 
