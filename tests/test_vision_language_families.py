@@ -293,3 +293,43 @@ def test_the_generation_rows_name_the_files(cli: tuple[Any, dict, Path]) -> None
     steps = f"tokens agree {CLI_STEPS}/{CLI_STEPS}"
     assert f"vision 3 resolutions, embedding, decoder: {steps}" in summary  # 5, 1, 6 tiles
     assert summary.count(f"vision 1 resolution, embedding, decoder: {steps}") == 2
+
+
+# ---- a planted wrong vision wrapper ----
+
+ROTATED = SOURCE + '''
+
+def idefics3_tiles_rotated():
+    """The vision wrapper takes the whole image (the processor's last tile) for the first:
+    right on a prompt of one tile, wrong on five."""
+    from onnx_parity.models import vl_idefics3
+
+    wrapper = vl_idefics3._vision_class()
+    original = wrapper.forward
+
+    def rotated(self, pixel_values, pixel_attention_mask):
+        return original(self, torch.roll(pixel_values, 1, dims=1), pixel_attention_mask)
+
+    wrapper.forward = rotated
+    return idefics3()
+'''
+
+
+@pytest.mark.slow
+def test_a_wrong_vision_file_is_named_with_its_tile_count(tmp_path: Path) -> None:
+    from fixture_repo.harness import run_cli, write_model_repo
+
+    samples = {f"idefics3_{key}": value for key, value in SAMPLES["idefics3"]().items()}
+    entry = next(part for part in cli_config().split("[[model]]") if '"idefics3"' in part)
+    config = "batch-sizes = [3]\n[[model]]" + entry.replace("models.vlm:idefics3",
+                                                            "models.vlm:idefics3_tiles_rotated")
+    repo = write_model_repo(tmp_path, ("vlm", ROTATED), samples, config)
+    run = run_cli("check", "--jobs", "1", cwd=repo, out=tmp_path / "out")
+    assert run.code == 1, run.stdout + run.stderr
+    [result] = run.report()["models"]
+    vision = [message for _, message in errors(result) if "idefics3.vision.onnx" in message]
+    assert vision, errors(result)
+    assert "at resolution 1x5x3x32x32 (pixel_values's shape)" in vision[0]
+    assert [(c["case"], c["passed"]) for c in checks(result, "vision")] == [
+        ("1x5x3x32x32", False), ("1x1x3x32x32", True), ("1x6x3x32x32", False)]
+    print(vision[0])
