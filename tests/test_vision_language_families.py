@@ -191,15 +191,27 @@ def test_image_tokens_that_do_not_match_the_images_name_the_inputs(name: str,
 # ---- the real CLI: the three models in one repository, one run ----
 
 CLI_STEPS = 8
+TEXT = ("input_ids", "attention_mask")
 
 
 def cli_config() -> str:
+    """Each family twice: its samples with images, and `<name>-text`, prompts only."""
     entries = []
     for name in FAMILIES:
-        inputs = "\n".join(f'{key} = "samples/{name}_{key}.npy"' for key in SAMPLES[name]())
-        entries.append(f'[[model]]\nname = "{name}"\nfactory = "models.vlm:{name}"\n'
-                       f'generate = {{ steps = {CLI_STEPS} }}\n\n[model.inputs]\n{inputs}\n')
-    return "batch-sizes = [3]\n" + "\n".join(entries)
+        for entry, keys in ((name, tuple(SAMPLES[name]())), (f"{name}-text", TEXT)):
+            inputs = "\n".join(f'{key} = "samples/{entry}_{key}.npy"' for key in keys)
+            entries.append(f'[[model]]\nname = "{entry}"\nfactory = "models.vlm:{name}"\n'
+                           f'generate = {{ steps = {CLI_STEPS} }}\n\n[model.inputs]\n{inputs}\n')
+    return "\n".join(entries)
+
+
+def cli_samples() -> dict[str, np.ndarray]:
+    from fixture_repo.harness import left_padded_prompts
+
+    text = left_padded_prompts(6, 100)  # 4 rows, 2 of them left-padded
+    return {**{f"{name}_{key}": value for name in FAMILIES
+               for key, value in SAMPLES[name]().items()},
+            **{f"{name}-text_{key}": text[key] for name in FAMILIES for key in TEXT}}
 
 
 @pytest.fixture(scope="module")
@@ -207,9 +219,7 @@ def cli(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, dict],
     from fixture_repo.harness import run_cli, write_model_repo
 
     root = tmp_path_factory.mktemp("vl_families")
-    samples = {f"{name}_{key}": value for name in FAMILIES
-               for key, value in SAMPLES[name]().items()}
-    repo = write_model_repo(root, ("vlm", SOURCE), samples, cli_config())
+    repo = write_model_repo(root, ("vlm", SOURCE), cli_samples(), cli_config())
     run = run_cli("check", "--jobs", "1", cwd=repo, out=root / "out")
     assert run.code in (0, 1), run.stdout + run.stderr
     return run, run.models(), root / "out"
@@ -234,6 +244,22 @@ def test_the_three_families_pass_through_the_cli(cli: tuple[Any, dict, Path]) ->
         assert generation["tokens_agree"] == [CLI_STEPS] * 3  # one image, two (tiles), text
         assert max(generation["max_logit_diff"]) < 1e-4
         print(name, "max logit diff per step:", generation["max_logit_diff"])
+
+
+@pytest.mark.slow
+def test_text_only_prompts_pass_through_a_vision_file_exported_from_the_familys_own_image(
+        cli: tuple[Any, dict, Path]) -> None:
+    _, models, out = cli
+    for name in FAMILIES:
+        generation = models[f"{name}-text"]["generation"]
+        assert generation["tokens_agree"] == [CLI_STEPS] * 4
+        assert max(generation["max_logit_diff"]) < 1e-4
+        assert [c["case"] for c in checks(models[f"{name}-text"], "embedding")] == ["no image"]
+        assert (out / f"{name}-text.vision.onnx").is_file()
+    assert [c["case"] for c in checks(models["idefics3-text"], "vision")] == ["1x1x3x32x32"]
+    assert not checks(models["llava-text"], "vision")
+    derived = models["gemma3-text"]["generation"]["pipeline"]["derived"]
+    assert [item.split(":")[0] for item in derived] == ["token_type_ids"]
 
 
 @pytest.mark.slow
@@ -292,7 +318,7 @@ def test_the_generation_rows_name_the_files(cli: tuple[Any, dict, Path]) -> None
     summary = (out / "report.md").read_text(encoding="utf-8")
     steps = f"tokens agree {CLI_STEPS}/{CLI_STEPS}"
     assert f"vision 3 resolutions, embedding, decoder: {steps}" in summary  # 5, 1, 6 tiles
-    assert summary.count(f"vision 1 resolution, embedding, decoder: {steps}") == 2
+    assert summary.count(f"vision 1 resolution, embedding, decoder: {steps}") == 3
 
 
 # ---- a planted wrong vision wrapper ----
@@ -321,7 +347,7 @@ def test_a_wrong_vision_file_is_named_with_its_tile_count(tmp_path: Path) -> Non
 
     samples = {f"idefics3_{key}": value for key, value in SAMPLES["idefics3"]().items()}
     entry = next(part for part in cli_config().split("[[model]]") if '"idefics3"' in part)
-    config = "batch-sizes = [3]\n[[model]]" + entry.replace("models.vlm:idefics3",
+    config = "[[model]]" + entry.replace("models.vlm:idefics3",
                                                             "models.vlm:idefics3_tiles_rotated")
     repo = write_model_repo(tmp_path, ("vlm", ROTATED), samples, config)
     run = run_cli("check", "--jobs", "1", cwd=repo, out=tmp_path / "out")

@@ -136,8 +136,8 @@ class Gemma3:
     def step_positions(self, previous: np.ndarray) -> np.ndarray:
         return vl_parts.step_positions(previous)
 
-    def unseen_image(self, model: Any, images: list[Image]) -> Image | None:  # noqa: ARG002
-        return None  # one size: SigLIP's position table and the projector's pooling are fixed
+    def unseen_image(self, model: Any, images: list[Image]) -> Image | None:
+        return vl_parts.export_image(model, images)  # one size: none beside the samples'
 
 
 def _per_image(model: Any) -> int:

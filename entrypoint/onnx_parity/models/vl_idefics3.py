@@ -167,16 +167,15 @@ class Idefics3:
     def step_positions(self, previous: np.ndarray) -> np.ndarray:
         return vl_parts.step_positions(previous)
 
-    def unseen_image(self, model: Any, images: list[Image]) -> Image | None:  # noqa: ARG002
-        """A tile count the samples lack: one more than the most, seeded random pixels."""
-        if not images:
-            return None
-        counts = {int(image[PIXELS].shape[1]) for image in images}
-        tiles = max(counts) + 1
-        first = images[0]
-        shape = (1, tiles, *first[PIXELS].shape[2:])
-        pixels = np.random.default_rng(0).standard_normal(shape).astype(first[PIXELS].dtype)
-        mask = np.ones((1, tiles, *first[MASK].shape[2:]), dtype=first[MASK].dtype)
+    def unseen_image(self, model: Any, images: list[Image]) -> Image | None:
+        """A tile count the samples lack: one more than the most (one tile of the tower's size
+        for samples without images), seeded random pixels, every pixel real."""
+        size = int(model.config.vision_config.image_size)
+        tiles = max((int(image[PIXELS].shape[1]) for image in images), default=0) + 1
+        shape = (1, tiles, *images[0][PIXELS].shape[2:]) if images else (1, tiles, 3, size, size)
+        pixels = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+        mask_type = images[0][MASK].dtype if images else np.dtype(np.int64)
+        mask = np.ones((1, tiles, *shape[3:]), dtype=mask_type)
         return {PIXELS: pixels, MASK: mask}
 
 

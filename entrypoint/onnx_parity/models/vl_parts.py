@@ -148,6 +148,18 @@ def fixed_rows(samples: Mapping[str, np.ndarray], rows: slice, token: int, per_i
     return chosen
 
 
+def export_image(model: Any, images: list[Image]) -> Image | None:
+    """A one-size family's unseen image: none while the samples hold one (it takes one size);
+    for samples without images, the image the vision file is exported from (seeded pixels of
+    the tower's size)."""
+    if images:
+        return None
+    vision = model.config.vision_config
+    size, channels = int(vision.image_size), int(getattr(vision, "num_channels", 3))
+    pixels = np.random.default_rng(0).standard_normal((1, channels, size, size))
+    return {"pixel_values": pixels.astype(np.float32)}
+
+
 def features(out: Any) -> np.ndarray:
     """get_image_features' pooled output (a tensor or one per image) as (tokens, hidden)."""
     import torch
