@@ -243,3 +243,62 @@ def test_image_tokens_that_do_not_match_the_images_are_a_load_error(tmp_path: Pa
     assert "input_ids holds 10 image token(s)" in finding["message"]
     assert "image_grid_thw = image_grid_thw.npy" in finding["message"]
     assert "processor" in finding["fix"]
+
+
+# ---- the family's pieces, in process ----
+
+@pytest.fixture(scope="module")
+def model() -> Any:
+    namespace: dict[str, Any] = {}
+    exec(MODELS, namespace)  # the source the tests' repositories hold
+    return namespace["qwen2_vl"]()
+
+
+def test_patch_positions_are_those_of_transformers() -> None:
+    import torch
+    from transformers.vision_utils import get_vision_position_ids
+
+    from onnx_parity.models.vl_qwen2 import _patch_positions
+
+    for grid in ((1, 4, 4), (1, 4, 6), (1, 8, 2), (2, 4, 6)):
+        given = torch.tensor([grid])
+        ours = _patch_positions(torch, int(np.prod(grid)), given, 2)
+        assert torch.equal(ours, get_vision_position_ids(given, 2)), grid
+
+
+def test_each_row_gets_its_own_images(model: Any) -> None:
+    from onnx_parity.models.vl_qwen2 import FAMILY
+
+    samples = vl_samples()
+    contract = FAMILY.contract(model, None)  # type: ignore[arg-type]
+    prompts, derived = FAMILY.derive(model, samples, contract)
+    assert [item.name for item in derived] == ["mm_token_type_ids"]
+    second = FAMILY.rows(model, prompts, slice(1, 3))
+    assert second["image_grid_thw"].tolist() == [[1, 4, 6]]
+    assert len(second["pixel_values"]) == 24
+    assert "pixel_values" not in FAMILY.rows(model, prompts, slice(2, 3))
+
+
+def test_an_input_the_architecture_does_not_take_is_named(model: Any) -> None:
+    from onnx_parity.models import LoadError
+    from onnx_parity.models.vl_qwen2 import FAMILY
+
+    samples = {**vl_samples(), "image_sizes": np.zeros((2, 2), dtype=np.int64)}
+    with pytest.raises(LoadError, match="gives image_sizes, which Qwen2-VL does not take"):
+        FAMILY.derive(model, samples, FAMILY.contract(model, None))  # type: ignore[arg-type]
+
+
+def test_prompt_positions_are_the_rope_index_and_steps_add_one(model: Any) -> None:
+    from onnx_parity.models.vl_qwen2 import FAMILY
+
+    prompts, _ = FAMILY.derive(model, vl_samples(), FAMILY.contract(model, None))  # type: ignore[arg-type]
+    positions = FAMILY.prompt_positions(model, prompts)
+    assert positions.shape == (3, 3, 13)
+    # row 0 (2 padded): 3 text tokens, its 2x2 merged image at 3 (t 3; h 3, 3, 4, 4; w 3, 4,
+    # 3, 4), the text after it from 3 + max(2, 2)
+    assert positions[:, 0, 2:].tolist() == [[0, 1, 2, 3, 3, 3, 3, 5, 6, 7, 8],
+                                            [0, 1, 2, 3, 3, 4, 4, 5, 6, 7, 8],
+                                            [0, 1, 2, 3, 4, 3, 4, 5, 6, 7, 8]]
+    assert positions[:, 2, -5:].tolist() == [[0, 1, 2, 3, 4]] * 3  # text only: 1-D
+    # row 1's 2x3 image moves its text on by 3: each row's next position is its last plus one
+    assert FAMILY.step_positions(positions)[:, :, 0].tolist() == [[9, 10, 5]] * 3
