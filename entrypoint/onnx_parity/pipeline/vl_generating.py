@@ -93,9 +93,9 @@ def vl_generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: T
     with timer.step("vision and embedding"):
         files = check_files(side, open_pipeline(side, spec.runtime_optimization, job.threads),
                             model, spec)
-    if files.failing_image is not None:  # the first failing image's call, localised
+    if files.failing_images:  # where the file differs from its wrapper, localised
         with timer.step("localise vision"):
-            files.findings = localised_vision(vision, files.failing_image, files.findings,
+            files.findings = localised_vision(vision, files.failing_images, files.findings,
                                               (job, ledger, timer))
     weights = OffloadedWeights(model, workdir / f".{spec.name}.weights")
     decoders = Decoders(model, outcome.model.path, contract.cache, False, dtype, job.threads,
@@ -121,9 +121,11 @@ def _contract(family: Family, model: Any, spec: ModelSpec, samples: dict[str, np
     return dataclasses.replace(contract, derived=derived), prompts
 
 
-def _record(outcome: ExportOutcome, ledger: Ledger) -> None:
+def _record(outcome: ExportOutcome, ledger: Ledger, file: str = "") -> None:
+    """An export's attempts, findings (named by the `file` they are about) and file."""
     ledger.attempts += outcome.attempts
-    ledger.findings += outcome.findings
+    ledger.findings += [dataclasses.replace(finding, message=f"{file}: {finding.message}")
+                        if file else finding for finding in outcome.findings]
     if ledger.exporter is None:
         ledger.exporter = outcome.exporter
     if outcome.model is not None:
@@ -149,7 +151,7 @@ def _parts(family: Family, model: Any, given: tuple[PipelineContract, dict[str, 
                                features))):
         outcome = export_model(module, bind_inputs(module, spec, samples, ()), spec, job.repo,
                                workdir)
-        _record(outcome, ledger)
+        _record(outcome, ledger, f"the {spec.name.rsplit('.', 1)[-1]} file {spec.name}.onnx")
         if outcome.model is None:
             return None
         drop_program_weights(outcome.program)
