@@ -302,3 +302,25 @@ def test_prompt_positions_are_the_rope_index_and_steps_add_one(model: Any) -> No
     assert positions[:, 2, -5:].tolist() == [[0, 1, 2, 3, 4]] * 3  # text only: 1-D
     # row 1's 2x3 image moves its text on by 3: each row's next position is its last plus one
     assert FAMILY.step_positions(positions)[:, :, 0].tolist() == [[9, 10, 5]] * 3
+
+
+@pytest.mark.slow
+def test_a_checkpoint_folder_is_declared_with_transformers(tmp_path: Path) -> None:
+    """`transformers = "checkpoints/tiny-qwen2-vl"`: the class config.json names, offline;
+    mm_token_type_ids given this time (nothing derived)."""
+    namespace: dict[str, Any] = {}
+    exec(MODELS, namespace)  # the source the tests' repositories hold
+    samples = vl_samples()
+    samples["mm_token_type_ids"] = (samples["input_ids"] == 120).astype(np.int64)
+    config = CONFIG.replace('factory = "models.vlm:qwen2_vl"',
+                            'transformers = "checkpoints/tiny-qwen2-vl"').replace(
+        'image_grid_thw = "samples/image_grid_thw.npy"\n',
+        'image_grid_thw = "samples/image_grid_thw.npy"\n'
+        'mm_token_type_ids = "samples/mm_token_type_ids.npy"\n')
+    repo = write_model_repo(tmp_path, ("vlm", MODELS), samples, config)
+    namespace["qwen2_vl"]().save_pretrained(repo / "checkpoints" / "tiny-qwen2-vl")
+    run = run_cli("check", "--jobs", "1", cwd=repo, out=tmp_path / "out")
+    [result] = run.report()["models"]
+    assert run.code == 0, errors(result)
+    assert result["generation"]["tokens_agree"] == [STEPS] * 3
+    assert result["generation"]["pipeline"]["derived"] == []
