@@ -324,3 +324,25 @@ def test_a_checkpoint_folder_is_declared_with_transformers(tmp_path: Path) -> No
     assert run.code == 0, errors(result)
     assert result["generation"]["tokens_agree"] == [STEPS] * 3
     assert result["generation"]["pipeline"]["derived"] == []
+
+
+@pytest.mark.slow
+def test_a_text_only_entry_exports_the_vision_file_from_an_example_image(
+        tmp_path: Path) -> None:
+    """A second [[model]] entry of the same model with prompts and no images: the vision file
+    is exported from the family's example image (1x4x4) and checked there and at an unseen
+    size; the embedding file with those images' features and without."""
+    samples = vl_samples()
+    text = {"input_ids": samples["input_ids"][2:], "attention_mask": samples["attention_mask"][2:]}
+    config = CONFIG.split("pixel_values")[0].replace("batch-sizes = [3]", "batch-sizes = [1]")
+    repo = write_model_repo(tmp_path, ("vlm", MODELS), text, config)
+    run = run_cli("check", "--jobs", "1", cwd=repo, out=tmp_path / "out")
+    [result] = run.report()["models"]
+    assert run.code == 0, errors(result)
+    pipeline = result["generation"]["pipeline"]
+    assert [(c["file"], c["case"], c["seen"]) for c in pipeline["checks"]] == [
+        ("vision", "1x4x4", True), ("vision", "1x6x4", False), ("embedding", "one image", True),
+        ("embedding", "two images", True), ("embedding", "no image", True)]
+    assert all(c["passed"] for c in pipeline["checks"])
+    assert result["generation"]["tokens_agree"] == [STEPS]
+    assert pipeline["derived"][0].startswith("mm_token_type_ids")

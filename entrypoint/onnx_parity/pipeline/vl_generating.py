@@ -139,8 +139,7 @@ def _parts(family: Family, model: Any, given: tuple[PipelineContract, dict[str, 
     stored as the model's other files (publishing copies them beside `<name>.onnx`)."""
     contract, prompts = given
     images = family.images(prompts)
-    image = images[0] if images else family.unseen_image(model, [])
-    assert image is not None
+    image = images[0] if images else family.example_image(model)
     features = family.image_features(model, image)
     made = []
     for module, spec, samples in (

@@ -68,9 +68,11 @@ def grid_name(image: Image) -> str:
 def _vision(side: PipelineSide, session: Session, model: Any, spec: ModelSpec,
             checked: FilesChecked) -> list[np.ndarray]:
     """The vision file per distinct resolution (and the unseen one); PyTorch's features of
-    every sample image, in order (the embedding cases' features)."""
+    every sample image, in order (the embedding cases' features). Prompts without images are
+    checked at the family's example image."""
     family = side.family
-    images = family.images(side.prompts)
+    # Prompts without images (a text-only entry): the image the file was exported from.
+    images = family.images(side.prompts) or [family.example_image(model)]
     features = [family.image_features(model, image) for image in images]
     cases = {grid_name(image): (image, value) for image, value in zip(images, features,
                                                                        strict=True)}
