@@ -23,7 +23,6 @@ from onnx_parity.export import (
     model_findings,
 )
 from onnx_parity.generation_results import PipelineChecks
-from onnx_parity.model_files import ModelFile
 from onnx_parity.models import (
     Family,
     LoadedModel,
@@ -40,6 +39,7 @@ from onnx_parity.models import (
     vision_spec,
 )
 from onnx_parity.pipeline.step_localising import Failed, localised_step
+from onnx_parity.pipeline.vl_localising import Part, localised_vision
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification import (
     Decoders,
@@ -85,10 +85,18 @@ def vl_generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: T
     if parts is None:
         return
     drop_program_weights(outcome.program)
-    side = PipelineSide(family, contract, parts[0].path, parts[1].path, prompts)
+    vision, embedding = parts
+    assert vision.outcome.model is not None
+    assert embedding.outcome.model is not None
+    side = PipelineSide(family, contract, vision.outcome.model.path,
+                        embedding.outcome.model.path, prompts)
     with timer.step("vision and embedding"):
         files = check_files(side, open_pipeline(side, spec.runtime_optimization, job.threads),
                             model, spec)
+    if files.failing_images:  # where the file differs from its wrapper, localised
+        with timer.step("localise vision"):
+            files.findings = localised_vision(vision, files.failing_images, files.findings,
+                                              (job, ledger, timer))
     weights = OffloadedWeights(model, workdir / f".{spec.name}.weights")
     decoders = Decoders(model, outcome.model.path, contract.cache, False, dtype, job.threads,
                         None, weights, side)
@@ -113,9 +121,11 @@ def _contract(family: Family, model: Any, spec: ModelSpec, samples: dict[str, np
     return dataclasses.replace(contract, derived=derived), prompts
 
 
-def _record(outcome: ExportOutcome, ledger: Ledger) -> None:
+def _record(outcome: ExportOutcome, ledger: Ledger, file: str = "") -> None:
+    """An export's attempts, findings (named by the `file` they are about) and file."""
     ledger.attempts += outcome.attempts
-    ledger.findings += outcome.findings
+    ledger.findings += [dataclasses.replace(finding, message=f"{file}: {finding.message}")
+                        if file else finding for finding in outcome.findings]
     if ledger.exporter is None:
         ledger.exporter = outcome.exporter
     if outcome.model is not None:
@@ -123,14 +133,13 @@ def _record(outcome: ExportOutcome, ledger: Ledger) -> None:
 
 
 def _parts(family: Family, model: Any, given: tuple[PipelineContract, dict[str, np.ndarray]],
-           job: ModelJob, ledger: Ledger, workdir: Path) -> tuple[ModelFile, ModelFile] | None:
+           job: ModelJob, ledger: Ledger, workdir: Path) -> tuple[Part, Part] | None:
     """`<name>.vision.onnx` (from the samples' first image, or the family's own when the
     prompts hold none) and `<name>.embedding.onnx` (from the prompts and PyTorch's features),
     stored as the model's other files (publishing copies them beside `<name>.onnx`)."""
     contract, prompts = given
     images = family.images(prompts)
-    image = images[0] if images else family.unseen_image(model, [])
-    assert image is not None
+    image = images[0] if images else family.example_image(model)
     features = family.image_features(model, image)
     made = []
     for module, spec, samples in (
@@ -141,11 +150,11 @@ def _parts(family: Family, model: Any, given: tuple[PipelineContract, dict[str, 
                                features))):
         outcome = export_model(module, bind_inputs(module, spec, samples, ()), spec, job.repo,
                                workdir)
-        _record(outcome, ledger)
+        _record(outcome, ledger, f"the {spec.name.rsplit('.', 1)[-1]} file {spec.name}.onnx")
         if outcome.model is None:
             return None
         drop_program_weights(outcome.program)
-        made.append(outcome.model)
+        made.append(Part(module, spec, outcome))
     return made[0], made[1]
 
 
@@ -171,7 +180,10 @@ def _generated(exported: tuple[ExportOutcome, ModelSpec, tuple[Any, Any]], decod
                                      ledger.findings)
     generated.session = None
     findings = generated.findings
-    if generated.failing is not None:
+    # Past a failing vision or embedding file the decoding differs downstream of it: the
+    # decoder file is localised only when those two agree.
+    upstream = any(not check.passed for check in files.checks)
+    if generated.failing is not None and not upstream:
         decoders.weights.restore()  # localisation runs PyTorch again
         with timer.step("localise"):
             findings = localised_step(Failed(outcome, step, generated.failing, findings),

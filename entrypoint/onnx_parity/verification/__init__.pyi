@@ -2,7 +2,7 @@
 # Read by type checkers, and by __init__.py at run time to load each name on first use.
 
 from .compare import nonfinite_mismatch
-from .cuts import CutRun, ort_feed
+from .cuts import Cut, CutRun, ort_feed, run_cut
 from .decoding import OnnxDecoder, TorchDecoder
 from .divergence_text import first_sentence
 from .drift import drift_findings
@@ -23,6 +23,7 @@ from .vl_files import FilesChecked, check_files
 
 __all__ = [
     "Assumed",
+    "Cut",
     "CutRun",
     "Decoders",
     "EncoderSide",
@@ -55,6 +56,7 @@ __all__ = [
     "ort_feed",
     "output_names",
     "reference_finding",
+    "run_cut",
     "run_session",
     "sample_notes",
     "step_repro",

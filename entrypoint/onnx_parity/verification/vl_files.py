@@ -31,12 +31,12 @@ from onnx_parity.verification.vl_decoding import PipelineSessions, PipelineSide
 
 @dataclass
 class FilesChecked:
-    """The two files' checks, their findings, and the first failing vision image (for its
-    repro folder): its inputs, PyTorch's features and the grid named."""
+    """The two files' checks, their findings, and the failing vision images (to localise):
+    each one's resolution as named, its inputs and PyTorch's features."""
 
     checks: list[FileCheck] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
-    failing_image: tuple[str, Image, np.ndarray] | None = None
+    failing_images: list[tuple[str, Image, np.ndarray]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -74,9 +74,11 @@ def _unit(image: Image) -> str:
 def _vision(side: PipelineSide, session: Session, model: Any, spec: ModelSpec,
             checked: FilesChecked) -> list[np.ndarray]:
     """The vision file per distinct resolution (and the unseen one); PyTorch's features of
-    every sample image, in order (the embedding cases' features)."""
+    every sample image, in order (the embedding cases' features). Prompts without images are
+    checked at the family's example image."""
     family = side.family
-    images = family.images(side.prompts)
+    # Prompts without images (a text-only entry): the image the file was exported from.
+    images = family.images(side.prompts) or [family.example_image(model)]
     features = [family.image_features(model, image) for image in images]
     cases = {grid_name(image): (image, value) for image, value in zip(images, features,
                                                                        strict=True)}
@@ -89,9 +91,8 @@ def _vision(side: PipelineSide, session: Session, model: Any, spec: ModelSpec,
                      family.image_features(model, unseen)))
     for case, image, expected in runs:
         feed = {name: image[name] for name in session.input_names}
-        if not _compared(case, session, feed, (expected, spec), checked) and (
-                checked.failing_image is None):
-            checked.failing_image = (case.case, image, expected)
+        if not _compared(case, session, feed, (expected, spec), checked):
+            checked.failing_images.append((case.case, image, expected))
     return features
 
 
