@@ -142,6 +142,21 @@ def test_the_three_parts_chained_reproduce_the_models_generation(name: str,
     assert float((logits - split_logits).abs().max()) < 1e-5
 
 
+def test_smolvlm_is_read_by_the_idefics3_family(factories: types.ModuleType) -> None:
+    model = factories.smolvlm()
+    family, contract = contract_of("idefics3", model)
+    samples, _ = family.derive(model, SAMPLES["idefics3"](), contract)
+    vision = family.vision_module(model)
+    with torch.no_grad():
+        assert all(np.array_equal(family.image_features(model, image),
+                                  vision(**tensors(image)).numpy())
+                   for image in family.images(samples))
+    tokens, logits = generated(model, samples)
+    split_tokens, split_logits = chained(family, contract, model, samples)
+    assert torch.equal(tokens, split_tokens)
+    assert float((logits - split_logits).abs().max()) < 1e-5
+
+
 def test_gemma3s_image_tokens_attend_both_ways_only_through_token_type_ids(built: dict) -> None:
     model = built["gemma3"]
     family, contract = contract_of("gemma3", model)
@@ -168,6 +183,8 @@ def test_idefics3s_images_are_its_prompts_tiles_and_an_unseen_count_is_made(
     assert unseen is not None
     assert unseen["pixel_values"].shape[1] == 6
     assert len(family.image_features(model, unseen)) == 6 * 4
+    example = family.example_image(model)
+    assert len(family.image_features(model, example)) == 4  # one tile, for text-only prompts
     assert contract.dynamic_resolution
     assert "pixel_values" not in family.rows(model, samples, slice(2, 3))
     no_mask = {name: value for name, value in samples.items() if name != "pixel_attention_mask"}
@@ -254,10 +271,13 @@ def test_text_only_prompts_pass_through_a_vision_file_exported_from_the_familys_
         generation = models[f"{name}-text"]["generation"]
         assert generation["tokens_agree"] == [CLI_STEPS] * 4
         assert max(generation["max_logit_diff"]) < 1e-4
-        assert [c["case"] for c in checks(models[f"{name}-text"], "embedding")] == ["no image"]
+        embedding = [c["case"] for c in checks(models[f"{name}-text"], "embedding")]
+        assert embedding == ["one image", "two images", "no image"]  # the example image's
         assert (out / f"{name}-text.vision.onnx").is_file()
-    assert [c["case"] for c in checks(models["idefics3-text"], "vision")] == ["1x1x3x32x32"]
-    assert not checks(models["llava-text"], "vision")
+    tiles = [(c["case"], c["seen"]) for c in checks(models["idefics3-text"], "vision")]
+    assert tiles == [("1x1x3x32x32", True), ("1x2x3x32x32", False)]  # its example, one unseen
+    for name in ("llava", "gemma3"):
+        assert [c["case"] for c in checks(models[f"{name}-text"], "vision")] == ["1x3x32x32"]
     derived = models["gemma3-text"]["generation"]["pipeline"]["derived"]
     assert [item.split(":")[0] for item in derived] == ["token_type_ids"]
 
@@ -318,7 +338,8 @@ def test_the_generation_rows_name_the_files(cli: tuple[Any, dict, Path]) -> None
     summary = (out / "report.md").read_text(encoding="utf-8")
     steps = f"tokens agree {CLI_STEPS}/{CLI_STEPS}"
     assert f"vision 3 resolutions, embedding, decoder: {steps}" in summary  # 5, 1, 6 tiles
-    assert summary.count(f"vision 1 resolution, embedding, decoder: {steps}") == 3
+    assert summary.count(f"vision 1 resolution, embedding, decoder: {steps}") == 4
+    assert f"vision 2 resolutions, embedding, decoder: {steps}" in summary  # idefics3-text
 
 
 # ---- a planted wrong vision wrapper ----

@@ -59,6 +59,18 @@ def idefics3():
         vision_config=vision, text_config=_llama(), image_token_id=IMAGE, scale_factor=2)))
 
 
+def smolvlm():
+    """Idefics3's layout under SmolVLM's classes (model_type "smolvlm")."""
+    from transformers import SmolVLMConfig, SmolVLMForConditionalGeneration
+    from transformers.models.smolvlm.configuration_smolvlm import SmolVLMVisionConfig
+
+    torch.manual_seed(0)
+    vision = SmolVLMVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+                                 num_attention_heads=2, image_size=32, patch_size=8)
+    return _spread(SmolVLMForConditionalGeneration(SmolVLMConfig(
+        vision_config=vision, text_config=_llama(), image_token_id=IMAGE, scale_factor=2)))
+
+
 def gemma3():
     """SigLIP tower of 32x32 images pooled to 4 tokens, a Gemma 3 decoder of one sliding and
     one full layer."""

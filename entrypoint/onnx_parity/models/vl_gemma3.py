@@ -136,8 +136,11 @@ class Gemma3:
     def step_positions(self, previous: np.ndarray) -> np.ndarray:
         return vl_parts.step_positions(previous)
 
-    def unseen_image(self, model: Any, images: list[Image]) -> Image | None:
-        return vl_parts.export_image(model, images)  # one size: none beside the samples'
+    def unseen_image(self, model: Any, images: list[Image]) -> Image | None:  # noqa: ARG002
+        return None  # one size
+
+    def example_image(self, model: Any) -> Image:
+        return vl_parts.example_image(model)
 
 
 def _per_image(model: Any) -> int:

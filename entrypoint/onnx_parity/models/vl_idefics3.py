@@ -168,15 +168,22 @@ class Idefics3:
         return vl_parts.step_positions(previous)
 
     def unseen_image(self, model: Any, images: list[Image]) -> Image | None:
-        """A tile count the samples lack: one more than the most (one tile of the tower's size
-        for samples without images), seeded random pixels, every pixel real."""
-        size = int(model.config.vision_config.image_size)
-        tiles = max((int(image[PIXELS].shape[1]) for image in images), default=0) + 1
-        shape = (1, tiles, *images[0][PIXELS].shape[2:]) if images else (1, tiles, 3, size, size)
-        pixels = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
-        mask_type = images[0][MASK].dtype if images else np.dtype(np.int64)
-        mask = np.ones((1, tiles, *shape[3:]), dtype=mask_type)
-        return {PIXELS: pixels, MASK: mask}
+        """A tile count the samples lack: one more than the most, seeded random pixels."""
+        return _tiles(model, max((int(image[PIXELS].shape[1]) for image in images),
+                                 default=0) + 1)
+
+    def example_image(self, model: Any) -> Image:
+        """One tile of the tower's size, for prompts without images."""
+        return _tiles(model, 1)
+
+
+def _tiles(model: Any, count: int) -> Image:
+    """`count` tiles of seeded pixels of the tower's size, every pixel real."""
+    size = int(model.config.vision_config.image_size)
+    channels = int(getattr(model.config.vision_config, "num_channels", 3))
+    pixels = np.random.default_rng(0).standard_normal((1, count, channels, size, size))
+    return {PIXELS: pixels.astype(np.float32),
+            MASK: np.ones((1, count, size, size), dtype=np.int64)}
 
 
 def _token(model: Any) -> int:

@@ -148,12 +148,9 @@ def fixed_rows(samples: Mapping[str, np.ndarray], rows: slice, token: int, per_i
     return chosen
 
 
-def export_image(model: Any, images: list[Image]) -> Image | None:
-    """A one-size family's unseen image: none while the samples hold one (it takes one size);
-    for samples without images, the image the vision file is exported from (seeded pixels of
-    the tower's size)."""
-    if images:
-        return None
+def example_image(model: Any) -> Image:
+    """One seeded image of the tower's size: a one-size family's image when the prompts hold
+    none (the vision file's export sample)."""
     vision = model.config.vision_config
     size, channels = int(vision.image_size), int(getattr(vision, "num_channels", 3))
     pixels = np.random.default_rng(0).standard_normal((1, channels, size, size))
