@@ -25,7 +25,13 @@ import numpy as np
 from onnx_parity.models import vl_parts
 from onnx_parity.models.decoder import CacheShape
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.models.vision_language import DerivedInput, Image, PipelineContract, image_token
+from onnx_parity.models.vision_language import (
+    DerivedInput,
+    Family,
+    Image,
+    PipelineContract,
+    image_token,
+)
 
 IMAGE_INPUTS = ("pixel_values",)
 TYPES = "token_type_ids"
@@ -153,4 +159,4 @@ def _token(model: Any) -> int:
     return token
 
 
-FAMILY = Gemma3()
+FAMILY: Family = Gemma3()  # mypy checks it against the Protocol

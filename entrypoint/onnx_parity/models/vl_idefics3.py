@@ -25,7 +25,13 @@ import numpy as np
 from onnx_parity.models import vl_parts
 from onnx_parity.models.decoder import CacheShape
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.models.vision_language import DerivedInput, Image, PipelineContract, image_token
+from onnx_parity.models.vision_language import (
+    DerivedInput,
+    Family,
+    Image,
+    PipelineContract,
+    image_token,
+)
 
 PIXELS, MASK = "pixel_values", "pixel_attention_mask"
 IMAGE_INPUTS = (PIXELS, MASK)
@@ -203,4 +209,4 @@ def _check_tokens(samples: Mapping[str, np.ndarray], token: int, per_tile: int) 
                 "processor returned together for the same images.")
 
 
-FAMILY = Idefics3()
+FAMILY: Family = Idefics3()  # mypy checks it against the Protocol

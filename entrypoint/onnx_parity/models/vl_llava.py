@@ -18,7 +18,13 @@ import numpy as np
 
 from onnx_parity.models import vl_parts
 from onnx_parity.models.decoder import CacheShape
-from onnx_parity.models.vision_language import DerivedInput, Image, PipelineContract, image_token
+from onnx_parity.models.vision_language import (
+    DerivedInput,
+    Family,
+    Image,
+    PipelineContract,
+    image_token,
+)
 
 IMAGE_INPUTS = ("pixel_values",)
 TEXT_INPUTS = ("input_ids", "attention_mask")
@@ -125,4 +131,4 @@ def _token(model: Any) -> int:
     return token
 
 
-FAMILY = Llava()
+FAMILY: Family = Llava()  # mypy checks it against the Protocol
