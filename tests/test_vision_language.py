@@ -226,6 +226,11 @@ def test_a_wrong_vision_file_is_named_with_its_resolution(tmp_path: Path) -> Non
     assert "the family's vision wrapper, computes otherwise" in message
     # The decoding differs downstream of the vision file, which is not the decoder's to blame.
     assert result.get("divergence") is None
+    decoding = [message for _, message in errors(result) if "generation step 0" in message]
+    assert decoding
+    assert all(message.startswith("decoding through the decoder file vl.onnx (fed by the "
+                                  "vision and embedding files, which differ already)")
+               for message in decoding)
     print("wrong vision:", message)
 
 
@@ -307,13 +312,14 @@ def test_prompt_positions_are_the_rope_index_and_steps_add_one(model: Any) -> No
 @pytest.mark.slow
 def test_a_checkpoint_folder_is_declared_with_transformers(tmp_path: Path) -> None:
     """`transformers = "checkpoints/tiny-qwen2-vl"`: the class config.json names, offline;
-    mm_token_type_ids given this time (nothing derived)."""
+    mm_token_type_ids given this time (nothing derived), the default batch sizes (rows cut
+    into smaller chunks, each with its own images)."""
     namespace: dict[str, Any] = {}
     exec(MODELS, namespace)  # the source the tests' repositories hold
     samples = vl_samples()
     samples["mm_token_type_ids"] = (samples["input_ids"] == 120).astype(np.int64)
-    config = CONFIG.replace('factory = "models.vlm:qwen2_vl"',
-                            'transformers = "checkpoints/tiny-qwen2-vl"').replace(
+    config = CONFIG.replace("batch-sizes = [3]\n", "").replace(  # the default batch sizes
+        'factory = "models.vlm:qwen2_vl"', 'transformers = "checkpoints/tiny-qwen2-vl"').replace(
         'image_grid_thw = "samples/image_grid_thw.npy"\n',
         'image_grid_thw = "samples/image_grid_thw.npy"\n'
         'mm_token_type_ids = "samples/mm_token_type_ids.npy"\n')

@@ -22,6 +22,7 @@ from onnx_parity.export import (
     inspect_model,
     model_findings,
 )
+from onnx_parity.findings import Finding
 from onnx_parity.generation_results import PipelineChecks
 from onnx_parity.models import (
     Family,
@@ -54,6 +55,7 @@ from onnx_parity.verification import (
 if TYPE_CHECKING:
     from onnx_parity.pipeline.one_model import Ledger, ModelJob, Timer
 
+DECODING = ("parity-mismatch", "generation-mismatch", "nan-or-inf", "runtime-error")
 POSITIONS = {True: "3-D (3, batch, sequence): the model's rope index at the prompt "
                    "(_prepare_position_ids_for_generation), then each position plus one",
              False: "the mask's cumulative sum at the prompt, then each position plus one"}
@@ -188,10 +190,20 @@ def _generated(exported: tuple[ExportOutcome, ModelSpec, tuple[Any, Any]], decod
         with timer.step("localise"):
             findings = localised_step(Failed(outcome, step, generated.failing, findings),
                                       module, job, ledger, timer)
-    ledger.findings += files.findings + findings
+    ledger.findings += files.findings + _through(findings, ledger.spec.name, upstream)
     ledger.comparisons += generated.comparisons
     ledger.generation = dataclasses.replace(generated.result,
                                             pipeline=_pipeline(decoders, files, ledger.spec))
+
+
+def _through(findings: list[Finding], name: str, upstream: bool) -> list[Finding]:
+    """The decoding's findings named by the files they ran through (the decoder's, fed by
+    the other two, which differ already when `upstream`)."""
+    fed = ("fed by the vision and embedding files, which differ already" if upstream
+           else "fed by the vision and embedding files")
+    return [dataclasses.replace(finding, message=(
+        f"decoding through the decoder file {name}.onnx ({fed}): {finding.message}"))
+        if finding.code in DECODING else finding for finding in findings]
 
 
 def _pipeline(decoders: Decoders, files: FilesChecked, spec: ModelSpec) -> PipelineChecks:
