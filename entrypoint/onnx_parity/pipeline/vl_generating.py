@@ -40,7 +40,7 @@ from onnx_parity.models import (
     vision_spec,
 )
 from onnx_parity.pipeline.step_localising import Failed, localised_step
-from onnx_parity.pipeline.vl_localising import Part, localised_vision
+from onnx_parity.pipeline.vl_localising import Part, localised_parts
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification import (
     Decoders,
@@ -95,10 +95,11 @@ def vl_generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: T
     with timer.step("vision and embedding"):
         files = check_files(side, open_pipeline(side, spec.runtime_optimization, job.threads),
                             model, spec)
-    if files.failing_images:  # where the file differs from its wrapper, localised
-        with timer.step("localise vision"):
-            files.findings = localised_vision(vision, files.failing_images, files.findings,
-                                              (job, ledger, timer))
+    if files.failing:  # where a file differs from its wrapper, localised
+        with timer.step("localise vision and embedding"):
+            files.findings = localised_parts({"vision": vision, "embedding": embedding},
+                                             files.failing, files.findings,
+                                             (job, ledger, timer))
     weights = OffloadedWeights(model, workdir / f".{spec.name}.weights")
     decoders = Decoders(model, outcome.model.path, contract.cache, False, dtype, job.threads,
                         None, weights, side)
