@@ -341,6 +341,7 @@ def test_a_text_only_entry_exports_the_vision_file_from_an_example_image(
     samples = vl_samples()
     text = {"input_ids": samples["input_ids"][2:], "attention_mask": samples["attention_mask"][2:]}
     config = CONFIG.split("pixel_values")[0].replace("batch-sizes = [3]", "batch-sizes = [1]")
+    config = config.replace('name = "vl"\n', 'name = "vl"\nvariants = ["fp16"]\n')
     repo = write_model_repo(tmp_path, ("vlm", MODELS), text, config)
     run = run_cli("check", "--jobs", "1", cwd=repo, out=tmp_path / "out")
     [result] = run.report()["models"]
@@ -352,3 +353,5 @@ def test_a_text_only_entry_exports_the_vision_file_from_an_example_image(
     assert all(c["passed"] for c in pipeline["checks"])
     assert result["generation"]["tokens_agree"] == [STEPS]
     assert pipeline["derived"][0].startswith("mm_token_type_ids")
+    [variant] = result["variants"]  # asked for, and said not to be built
+    assert variant["skipped"].startswith("variants of a vision-language model's files are not")

@@ -42,6 +42,7 @@ from onnx_parity.models import (
 from onnx_parity.pipeline.step_localising import Failed, localised_step
 from onnx_parity.pipeline.vl_localising import Part, localised_parts
 from onnx_parity.settings import ModelSpec
+from onnx_parity.variants import skipped_variants
 from onnx_parity.verification import (
     Decoders,
     FilesChecked,
@@ -55,6 +56,8 @@ from onnx_parity.verification import (
 if TYPE_CHECKING:
     from onnx_parity.pipeline.one_model import Ledger, ModelJob, Timer
 
+UNBUILT = ("variants of a vision-language model's files are not built yet: the fp32 pipeline "
+           "(its vision, embedding and decoder files) is what was checked")
 DECODING = ("parity-mismatch", "generation-mismatch", "nan-or-inf", "runtime-error")
 POSITIONS = {True: "3-D (3, batch, sequence): the model's rope index at the prompt "
                    "(_prepare_position_ids_for_generation), then each position plus one",
@@ -195,6 +198,9 @@ def _generated(exported: tuple[ExportOutcome, ModelSpec, tuple[Any, Any]], decod
     ledger.comparisons += generated.comparisons
     ledger.generation = dataclasses.replace(generated.result,
                                             pipeline=_pipeline(decoders, files, ledger.spec))
+    if ledger.spec.variants:  # said, not silently left out
+        ledger.variants += skipped_variants(ledger.spec, outcome.model.size_bytes if
+                                            outcome.model else 0, UNBUILT).results
 
 
 def _through(findings: list[Finding], name: str, upstream: bool) -> list[Finding]:
