@@ -355,3 +355,13 @@ def test_a_text_only_entry_exports_the_vision_file_from_an_example_image(
     assert pipeline["derived"][0].startswith("mm_token_type_ids")
     [variant] = result["variants"]  # asked for, and said not to be built
     assert variant["skipped"].startswith("variants of a vision-language model's files are not")
+
+
+def test_an_input_no_processor_returns_is_a_config_error(tmp_path: Path) -> None:
+    config = CONFIG.replace('image_grid_thw = "samples/image_grid_thw.npy"',
+                            'image_grid = "samples/image_grid_thw.npy"')
+    repo = write_model_repo(tmp_path, ("vlm", MODELS), vl_samples(), config)
+    run = run_cli("check", cwd=repo, out=tmp_path / "out")
+    assert run.code == 2, run.stdout + run.stderr
+    assert '"image_grid"' in run.stderr + run.stdout
+    assert "image_grid_thw" in run.stderr + run.stdout  # the names it takes
