@@ -226,6 +226,11 @@ def test_a_wrong_vision_file_is_named_with_its_resolution(tmp_path: Path) -> Non
     assert "the family's vision wrapper, computes otherwise" in message
     # The decoding differs downstream of the vision file, which is not the decoder's to blame.
     assert result.get("divergence") is None
+    decoding = [message for _, message in errors(result) if "generation step 0" in message]
+    assert decoding
+    assert all(message.startswith("decoding through the decoder file vl.onnx (fed by the "
+                                  "vision and embedding files, which differ already)")
+               for message in decoding)
     print("wrong vision:", message)
 
 
@@ -307,13 +312,14 @@ def test_prompt_positions_are_the_rope_index_and_steps_add_one(model: Any) -> No
 @pytest.mark.slow
 def test_a_checkpoint_folder_is_declared_with_transformers(tmp_path: Path) -> None:
     """`transformers = "checkpoints/tiny-qwen2-vl"`: the class config.json names, offline;
-    mm_token_type_ids given this time (nothing derived)."""
+    mm_token_type_ids given this time (nothing derived), the default batch sizes (rows cut
+    into smaller chunks, each with its own images)."""
     namespace: dict[str, Any] = {}
     exec(MODELS, namespace)  # the source the tests' repositories hold
     samples = vl_samples()
     samples["mm_token_type_ids"] = (samples["input_ids"] == 120).astype(np.int64)
-    config = CONFIG.replace('factory = "models.vlm:qwen2_vl"',
-                            'transformers = "checkpoints/tiny-qwen2-vl"').replace(
+    config = CONFIG.replace("batch-sizes = [3]\n", "").replace(  # the default batch sizes
+        'factory = "models.vlm:qwen2_vl"', 'transformers = "checkpoints/tiny-qwen2-vl"').replace(
         'image_grid_thw = "samples/image_grid_thw.npy"\n',
         'image_grid_thw = "samples/image_grid_thw.npy"\n'
         'mm_token_type_ids = "samples/mm_token_type_ids.npy"\n')
@@ -335,6 +341,7 @@ def test_a_text_only_entry_exports_the_vision_file_from_an_example_image(
     samples = vl_samples()
     text = {"input_ids": samples["input_ids"][2:], "attention_mask": samples["attention_mask"][2:]}
     config = CONFIG.split("pixel_values")[0].replace("batch-sizes = [3]", "batch-sizes = [1]")
+    config = config.replace('name = "vl"\n', 'name = "vl"\nvariants = ["fp16"]\n')
     repo = write_model_repo(tmp_path, ("vlm", MODELS), text, config)
     run = run_cli("check", "--jobs", "1", cwd=repo, out=tmp_path / "out")
     [result] = run.report()["models"]
@@ -346,3 +353,15 @@ def test_a_text_only_entry_exports_the_vision_file_from_an_example_image(
     assert all(c["passed"] for c in pipeline["checks"])
     assert result["generation"]["tokens_agree"] == [STEPS]
     assert pipeline["derived"][0].startswith("mm_token_type_ids")
+    [variant] = result["variants"]  # asked for, and said not to be built
+    assert variant["skipped"].startswith("variants of a vision-language model's files are not")
+
+
+def test_an_input_no_processor_returns_is_a_config_error(tmp_path: Path) -> None:
+    config = CONFIG.replace('image_grid_thw = "samples/image_grid_thw.npy"',
+                            'image_grid = "samples/image_grid_thw.npy"')
+    repo = write_model_repo(tmp_path, ("vlm", MODELS), vl_samples(), config)
+    run = run_cli("check", cwd=repo, out=tmp_path / "out")
+    assert run.code == 2, run.stdout + run.stderr
+    assert '"image_grid"' in run.stderr + run.stdout
+    assert "image_grid_thw" in run.stderr + run.stdout  # the names it takes

@@ -22,6 +22,7 @@ from onnx_parity.export import (
     inspect_model,
     model_findings,
 )
+from onnx_parity.findings import Finding
 from onnx_parity.generation_results import PipelineChecks
 from onnx_parity.models import (
     Family,
@@ -39,8 +40,9 @@ from onnx_parity.models import (
     vision_spec,
 )
 from onnx_parity.pipeline.step_localising import Failed, localised_step
-from onnx_parity.pipeline.vl_localising import Part, localised_vision
+from onnx_parity.pipeline.vl_localising import Part, localised_parts
 from onnx_parity.settings import ModelSpec
+from onnx_parity.variants import skipped_variants
 from onnx_parity.verification import (
     Decoders,
     FilesChecked,
@@ -54,6 +56,9 @@ from onnx_parity.verification import (
 if TYPE_CHECKING:
     from onnx_parity.pipeline.one_model import Ledger, ModelJob, Timer
 
+UNBUILT = ("variants of a vision-language model's files are not built yet: the fp32 pipeline "
+           "(its vision, embedding and decoder files) is what was checked")
+DECODING = ("parity-mismatch", "generation-mismatch", "nan-or-inf", "runtime-error")
 POSITIONS = {True: "3-D (3, batch, sequence): the model's rope index at the prompt "
                    "(_prepare_position_ids_for_generation), then each position plus one",
              False: "the mask's cumulative sum at the prompt, then each position plus one"}
@@ -93,10 +98,11 @@ def vl_generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: T
     with timer.step("vision and embedding"):
         files = check_files(side, open_pipeline(side, spec.runtime_optimization, job.threads),
                             model, spec)
-    if files.failing_images:  # where the file differs from its wrapper, localised
-        with timer.step("localise vision"):
-            files.findings = localised_vision(vision, files.failing_images, files.findings,
-                                              (job, ledger, timer))
+    if files.failing:  # where a file differs from its wrapper, localised
+        with timer.step("localise vision and embedding"):
+            files.findings = localised_parts({"vision": vision, "embedding": embedding},
+                                             files.failing, files.findings,
+                                             (job, ledger, timer))
     weights = OffloadedWeights(model, workdir / f".{spec.name}.weights")
     decoders = Decoders(model, outcome.model.path, contract.cache, False, dtype, job.threads,
                         None, weights, side)
@@ -188,10 +194,23 @@ def _generated(exported: tuple[ExportOutcome, ModelSpec, tuple[Any, Any]], decod
         with timer.step("localise"):
             findings = localised_step(Failed(outcome, step, generated.failing, findings),
                                       module, job, ledger, timer)
-    ledger.findings += files.findings + findings
+    ledger.findings += files.findings + _through(findings, ledger.spec.name, upstream)
     ledger.comparisons += generated.comparisons
     ledger.generation = dataclasses.replace(generated.result,
                                             pipeline=_pipeline(decoders, files, ledger.spec))
+    if ledger.spec.variants:  # said, not silently left out
+        ledger.variants += skipped_variants(ledger.spec, outcome.model.size_bytes if
+                                            outcome.model else 0, UNBUILT).results
+
+
+def _through(findings: list[Finding], name: str, upstream: bool) -> list[Finding]:
+    """The decoding's findings named by the files they ran through (the decoder's, fed by
+    the other two, which differ already when `upstream`)."""
+    fed = ("fed by the vision and embedding files, which differ already" if upstream
+           else "fed by the vision and embedding files")
+    return [dataclasses.replace(finding, message=(
+        f"decoding through the decoder file {name}.onnx ({fed}): {finding.message}"))
+        if finding.code in DECODING else finding for finding in findings]
 
 
 def _pipeline(decoders: Decoders, files: FilesChecked, spec: ModelSpec) -> PipelineChecks:

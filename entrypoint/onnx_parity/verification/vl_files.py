@@ -29,14 +29,24 @@ from onnx_parity.verification.runtime import RuntimeFailure, Session, run_sessio
 from onnx_parity.verification.vl_decoding import PipelineSessions, PipelineSide
 
 
+@dataclass(frozen=True)
+class FailingCall:
+    """A call of the vision or embedding file outside the tolerance, to localise: the file,
+    where the findings name it (`at resolution 1x4x6 `, `on a prompt with two images`) and
+    the file's feed."""
+
+    file: str  # "vision", "embedding"
+    where: str
+    feed: dict[str, np.ndarray]
+
+
 @dataclass
 class FilesChecked:
-    """The two files' checks, their findings, and the failing vision images (to localise):
-    each one's resolution as named, its inputs and PyTorch's features."""
+    """The two files' checks, their findings, and the calls that failed (to localise)."""
 
     checks: list[FileCheck] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
-    failing_images: list[tuple[str, Image, np.ndarray]] = field(default_factory=list)
+    failing: list[FailingCall] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -91,8 +101,7 @@ def _vision(side: PipelineSide, session: Session, model: Any, spec: ModelSpec,
                      family.image_features(model, unseen)))
     for case, image, expected in runs:
         feed = {name: image[name] for name in session.input_names}
-        if not _compared(case, session, feed, (expected, spec), checked):
-            checked.failing_images.append((case.case, image, expected))
+        _compared(case, session, feed, (expected, spec), checked)
     return features
 
 
@@ -144,6 +153,7 @@ def _compared(case: _Case, session: Session, feed: dict[str, np.ndarray],
                                     row.max_abs_diff, row.passed, case.seen))
     if not row.passed:
         checked.findings += _named(comparison_findings([_shaped(row, feed)], set(), spec), where)
+        checked.failing.append(FailingCall(case.file, where, feed))
     return row.passed
 
 
