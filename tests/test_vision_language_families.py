@@ -172,6 +172,24 @@ def test_gemma3s_image_tokens_attend_both_ways_only_through_token_type_ids(built
     assert contract.decoder_inputs[3] == "token_type_ids"
 
 
+def test_an_image_token_outside_the_vocabulary_is_embedded_as_the_model_does(
+        factories: types.ModuleType) -> None:
+    model = factories.gemma3(vocab_size=IMAGE)  # the image token is the first id past it
+    family, contract = contract_of("gemma3", model)
+    samples, _ = family.derive(model, SAMPLES["gemma3"](), contract)
+    embedding = family.embedding_module(model)
+    with torch.no_grad():
+        for ids in (samples["input_ids"], samples["input_ids"][2:]):  # features, and none
+            count = int((ids == IMAGE).sum())
+            feats = np.random.default_rng(0).standard_normal((count, 32)).astype(np.float32)
+            merged = embedding(torch.from_numpy(ids), torch.from_numpy(feats)).numpy()
+            assert np.array_equal(merged, family.merged_embeddings(model, ids, feats))
+    tokens, logits = generated(model, samples)
+    split_tokens, split_logits = chained(family, contract, model, samples)
+    assert torch.equal(tokens, split_tokens)
+    assert float((logits - split_logits).abs().max()) < 1e-5
+
+
 def test_idefics3s_images_are_its_prompts_tiles_and_an_unseen_count_is_made(
         built: dict) -> None:
     model = built["idefics3"]

@@ -71,16 +71,16 @@ def smolvlm():
         vision_config=vision, text_config=_llama(), image_token_id=IMAGE, scale_factor=2)))
 
 
-def gemma3():
+def gemma3(vocab_size=128):
     """SigLIP tower of 32x32 images pooled to 4 tokens, a Gemma 3 decoder of one sliding and
-    one full layer."""
+    one full layer; `vocab_size` 127 puts the image token outside the vocabulary."""
     from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig,
                               SiglipVisionConfig)
 
     torch.manual_seed(0)
     vision = SiglipVisionConfig(hidden_size=32, intermediate_size=64, num_hidden_layers=2,
                                 num_attention_heads=2, image_size=32, patch_size=8)
-    text = Gemma3TextConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
+    text = Gemma3TextConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64,
                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
                             head_dim=8, max_position_embeddings=128, sliding_window=512,
                             layer_types=["sliding_attention", "full_attention"],
