@@ -18,7 +18,7 @@ import pytest
 from onnx_parity.models.decoder import CacheShape
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.models.vision_language import family_of
-from vl_family_models import IMAGE, SAMPLES, SOURCE
+from vl_family_models import IMAGE, SAMPLES, SOURCE, llava_full_samples
 
 torch = pytest.importorskip("torch")
 STEPS = 8
@@ -170,6 +170,22 @@ def test_gemma3s_image_tokens_attend_both_ways_only_through_token_type_ids(built
     _, causal_logits = chained(family, contract, model, causal)
     assert float((logits[:2, 0] - causal_logits[:2, 0]).abs().max()) > 1e-3
     assert contract.decoder_inputs[3] == "token_type_ids"
+
+
+def test_llava_with_the_class_token_and_two_feature_layers(factories: types.ModuleType) -> None:
+    model = factories.llava(strategy="full", layer=[-2, -1])
+    family, contract = contract_of("llava", model)
+    samples, _ = family.derive(model, llava_full_samples(), contract)
+    vision = family.vision_module(model)
+    with torch.no_grad():
+        features = [vision(**tensors(image)).numpy() for image in family.images(samples)]
+    assert [len(item) for item in features] == [17, 17, 17]
+    assert all(np.array_equal(item, family.image_features(model, image))
+               for item, image in zip(features, family.images(samples), strict=True))
+    tokens, logits = generated(model, samples)
+    split_tokens, split_logits = chained(family, contract, model, samples)
+    assert torch.equal(tokens, split_tokens)
+    assert float((logits - split_logits).abs().max()) < 1e-5
 
 
 def test_an_image_token_outside_the_vocabulary_is_embedded_as_the_model_does(

@@ -33,8 +33,9 @@ def _llama():
                        eos_token_id=None)
 
 
-def llava():
-    """CLIP tower of 32x32 images in 8x8 patches (16 tokens an image), Llama decoder."""
+def llava(strategy="default", layer=-2):
+    """CLIP tower of 32x32 images in 8x8 patches (16 tokens an image; 17 with the class token
+    under the "full" strategy), Llama decoder."""
     from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration
 
     torch.manual_seed(0)
@@ -43,7 +44,7 @@ def llava():
                               projection_dim=32)
     return _spread(LlavaForConditionalGeneration(LlavaConfig(
         vision_config=vision, text_config=_llama(), image_token_id=IMAGE,
-        vision_feature_layer=-2, vision_feature_select_strategy="default",
+        vision_feature_layer=layer, vision_feature_select_strategy=strategy,
         image_seq_length=16)))
 
 
@@ -112,6 +113,15 @@ def llava_samples() -> dict[str, np.ndarray]:
     """Row 0 one image, row 1 two, row 2 text only (16 tokens an image)."""
     generator = np.random.default_rng(0)
     prompts = _rows([[3, -16, 3], [2, -16, 2, -16, 2], [6]], generator)
+    pixels = generator.standard_normal((3, 3, SIZE, SIZE)).astype(np.float32)
+    return {**prompts, "pixel_values": pixels}
+
+
+def llava_full_samples() -> dict[str, np.ndarray]:
+    """llava_samples' layout with 17 tokens an image (the "full" strategy keeps the class
+    token)."""
+    generator = np.random.default_rng(3)
+    prompts = _rows([[3, -17, 3], [2, -17, 2, -17, 2], [6]], generator)
     pixels = generator.standard_normal((3, 3, SIZE, SIZE)).astype(np.float32)
     return {**prompts, "pixel_values": pixels}
 
