@@ -20,9 +20,9 @@ import pytest
 
 from onnx_parity.finding_details import FindingDetails, FirstDivergence
 from onnx_parity.findings import CATALOGUE, CODES, Code, Finding, parse_code
-from onnx_parity.generation_results import StepRepro
+from onnx_parity.generation_results import FileCheck, PipelineChecks, StepRepro
 from onnx_parity.publishing.files import read_report
-from onnx_parity.report import json_shapes
+from onnx_parity.report import json_shapes, pipeline_json
 from onnx_parity.report.json_values import finding_from_json, finding_to_json
 from onnx_parity.report.serialization import ReportFormatError, run_from_json, run_to_json
 from onnx_parity.results import (
@@ -161,6 +161,7 @@ def test_every_key_a_finding_of_the_fixture_holds_is_a_typed_detail() -> None:
     (json_shapes.ProvenanceJson, Provenance), (json_shapes.BaseFiguresJson, BaseFigures),
     (json_shapes.BaselineJson, Baseline), (json_shapes.FindingJson, Finding),
     (json_shapes.ReproJson, Repro), (json_shapes.StepReproJson, StepRepro),
+    (pipeline_json.FileCheckJson, FileCheck), (pipeline_json.PipelineJson, PipelineChecks),
 ], ids=lambda value: getattr(value, "__name__", ""))
 def test_a_shape_written_from_a_dataclass_names_its_fields_in_order(shape: type,
                                                                      kind: type) -> None:

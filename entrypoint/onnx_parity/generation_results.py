@@ -53,6 +53,39 @@ class ThresholdRun:
 
 
 @dataclass(frozen=True)
+class FileCheck:
+    """One file of a vision-language pipeline against PyTorch on one case: the vision file at
+    one image resolution, the embedding file on one prompt case."""
+
+    file: str  # "vision", "embedding"
+    case: str  # vision: the grid, e.g. "1x4x6" (t x h x w); embedding: "one image", ...
+    shape: tuple[int, ...]  # the output's shape (image_features, inputs_embeds)
+    max_abs_diff: float | None  # None: the file did not run (or the shapes differ)
+    passed: bool
+    seen: bool = True  # vision: a resolution the samples hold (False: the unseen one)
+
+
+@dataclass(frozen=True)
+class PipelineChecks:
+    """A vision-language model checked as the pipeline it ships as (models/vision_language.py):
+    its family, its three files, each file's comparisons, and the inputs the tool derived."""
+
+    family: str  # "qwen2-vl"
+    files: tuple[str, ...]  # <name>.vision.onnx, <name>.embedding.onnx, <name>.onnx
+    checks: tuple[FileCheck, ...]
+    derived: tuple[str, ...] = ()  # "mm_token_type_ids: derived from ..."
+    positions: str = ""  # how the decoder's position_ids were computed
+
+    def of(self, file: str) -> tuple[FileCheck, ...]:
+        return tuple(check for check in self.checks if check.file == file)
+
+    @property
+    def resolutions(self) -> int:
+        """The image resolutions the vision file ran at."""
+        return len(self.of("vision"))
+
+
+@dataclass(frozen=True)
 class GenerationResult:
     """Greedy decoding of every committed prompt, PyTorch's and onnxruntime's side by side."""
 
@@ -65,6 +98,8 @@ class GenerationResult:
     bundles: tuple[Bundle, ...] = ()  # `bundle`: the folders written beside the decoder
     runtime: RuntimeGeneration | None = None  # `runtime`: the prompts in that runtime's loop
     thresholds: tuple[ThresholdRun, ...] = ()  # position thresholds crossed (or not, and why)
+    pipeline: PipelineChecks | None = None  # a vision-language model's three files
+
 
     @property
     def agreed(self) -> int:

@@ -36,6 +36,14 @@ from .vision_language import (
     family_of,
     is_vision_language,
 )
+from .vl_files import (
+    decoder_samples,
+    decoder_spec,
+    embedding_samples,
+    embedding_spec,
+    vision_samples,
+    vision_spec,
+)
 
 __all__ = [
     "BoundInputs",
@@ -69,7 +77,11 @@ __all__ = [
     "checkpoint_classes",
     "companion_pins",
     "decoder_module",
+    "decoder_samples",
+    "decoder_spec",
     "dimensions",
+    "embedding_samples",
+    "embedding_spec",
     "encoder_module",
     "encoder_spec",
     "family_of",
@@ -90,5 +102,7 @@ __all__ = [
     "step_samples",
     "step_spec",
     "to_array",
+    "vision_samples",
+    "vision_spec",
     "widened_for_export",
 ]

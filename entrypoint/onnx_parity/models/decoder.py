@@ -22,6 +22,7 @@ import numpy as np
 
 from onnx_parity.models import encoder_decoder
 from onnx_parity.models.load_errors import LoadError
+from onnx_parity.models.vision_language import is_vision_language
 from onnx_parity.settings import ModelSpec
 
 EXPORT_PAST = 3  # the past length the step is exported from (optimum exports from a few too)
@@ -96,7 +97,8 @@ def cache_shape(module: Any, spec: ModelSpec) -> CacheShape:
         sizes = encoder_decoder.decoder_sizes(module, spec)  # layers, heads, head_dim, width
         return CacheShape(*sizes[:3], False, eos, given,
                           encoder_decoder.start_token(module, spec), sizes[3])
-    _check_prompts(spec.name, given)
+    if not is_vision_language(module):  # a VLM's image inputs are its family's to check
+        _check_prompts(spec.name, given)
     if spec.generate.cache_shape is not None:
         return CacheShape(*spec.generate.cache_shape, positions, eos)
     layers = getattr(text, "num_hidden_layers", None)

@@ -22,12 +22,13 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from onnx_parity.models.decoder import CacheShape
+if TYPE_CHECKING:  # models/decoder.py asks this module whether a model is a VLM
+    from onnx_parity.models.decoder import CacheShape
 
 IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
 IMAGE_FEATURES = "image_features"
@@ -54,7 +55,9 @@ class PipelineContract:
     model's width (image_features' and inputs_embeds' last axis). `positions_3d`: position_ids
     are (3, batch, sequence) (multimodal rotary positions), else (batch, sequence).
     `dynamic_resolution`: the vision file takes images of any (allowed) size, so one unseen
-    resolution is checked too. `derived`: the sample inputs the tool derived, with reasons.
+    resolution is checked too. `vision_axes`: the vision file's dynamic axes by input (those
+    that vary with the image; image_features' token axis is always dynamic). `derived`: the
+    sample inputs the tool derived, with reasons.
     """
 
     cache: CacheShape
@@ -63,6 +66,7 @@ class PipelineContract:
     hidden_size: int
     positions_3d: bool
     dynamic_resolution: bool
+    vision_axes: Mapping[str, Mapping[int, str]] = field(default_factory=dict)
     derived: tuple[DerivedInput, ...] = ()
 
     @property

@@ -127,7 +127,8 @@ class Qwen2VL:
         assert token is not None
         hidden = int(model.config.get_text_config().hidden_size)
         return PipelineContract(cache, IMAGE_INPUTS, token, hidden, positions_3d=True,
-                                dynamic_resolution=True)
+                                dynamic_resolution=True,
+                                vision_axes={"pixel_values": {0: "patches"}})
 
     def vision_module(self, model: Any) -> Any:
         return _wrappers()[0](model.model.visual)

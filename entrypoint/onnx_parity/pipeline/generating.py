@@ -25,7 +25,7 @@ from onnx_parity.export import (
     model_findings,
     wanted,
 )
-from onnx_parity.findings import Finding, Severity
+from onnx_parity.findings import Severity
 from onnx_parity.models import (
     BoundInputs,
     EvalTokens,
@@ -37,6 +37,7 @@ from onnx_parity.models import (
     decoder_module,
     encoder_module,
     encoder_spec,
+    family_of,
     load_eval_tokens,
     load_samples,
     position_limits,
@@ -44,20 +45,16 @@ from onnx_parity.models import (
     step_spec,
 )
 from onnx_parity.pipeline.deploying import deployed
+from onnx_parity.pipeline.step_localising import Failed, localised_step
+from onnx_parity.pipeline.vl_generating import vl_generation_checked
 from onnx_parity.settings import ModelSpec, at_dtype
 from onnx_parity.variants import GeneratingModel, generation_variants, skipped_variants
 from onnx_parity.verification import (
     Decoders,
     EncoderSide,
-    FailingStep,
-    StepCase,
-    attach_localised,
     check_generation,
     check_thresholds,
-    failing_cut,
     localise,
-    not_localised,
-    step_repro,
 )
 
 if TYPE_CHECKING:
@@ -76,12 +73,17 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
         loaded = build_model(spec, repo)
         ledger.findings += loaded.findings
         spec = ledger.spec = at_dtype(spec, loaded.dtype)
-        shape = cache_shape(loaded.module, spec)
-        module, step = decoder_module(loaded.module, spec, shape), step_spec(spec, shape)
-        dtype = _numpy_dtype(loaded.dtype)
-        bound = bind_inputs(module, step, step_samples(samples.named, shape, dtype), ())
-        ledger.findings += bound.findings()
-        text = _eval_tokens(spec, repo, loaded.module, ledger)
+        family = family_of(loaded.module)
+        if family is None:
+            shape = cache_shape(loaded.module, spec)
+            module, step = decoder_module(loaded.module, spec, shape), step_spec(spec, shape)
+            dtype = _numpy_dtype(loaded.dtype)
+            bound = bind_inputs(module, step, step_samples(samples.named, shape, dtype), ())
+            ledger.findings += bound.findings()
+            text = _eval_tokens(spec, repo, loaded.module, ledger)
+    if family is not None:  # a vision-language model: its three files (vl_generating.py)
+        vl_generation_checked(job, workdir, ledger, timer, (loaded, family, samples.named))
+        return
     with timer.step("export"):
         outcome = export_model(module, bound, step, repo, workdir,
                                localise.deadline_for(spec.timeout_seconds, timer.started))
@@ -150,7 +152,7 @@ def _generated(exported: Exported, decoders: Decoders,
     findings = generated.findings
     if generated.failing is not None:  # a step outside the tolerance: where it starts
         with timer.step("localise"):
-            findings = _localised(Failed(outcome, exported.step, generated.failing, findings),
+            findings = localised_step(Failed(outcome, exported.step, generated.failing, findings),
                                   exported.module, job, ledger, timer)
     ledger.findings += findings + crossed.findings
     ledger.comparisons += generated.comparisons
@@ -193,40 +195,6 @@ def _encoder(module: Any, samples: dict[str, np.ndarray], job: ModelJob, workdir
         return None
     ledger.onnx_files = (*ledger.onnx_files, *outcome.model.stored())
     return EncoderSide(outcome.model.path, dict(samples))
-
-
-@dataclass(frozen=True)
-class Failed:
-    """A step outside the tolerance, with what its export made and the findings so far."""
-
-    outcome: ExportOutcome
-    step: ModelSpec  # the decoding step's spec (step_spec)
-    failing: FailingStep
-    findings: list[Finding]
-
-
-def _localised(failed: Failed, exported: tuple[Any, BoundInputs], job: ModelJob,
-               ledger: Ledger, timer: Timer) -> list[Finding]:
-    """The failing step localised as any failing cut is (its inputs are ordinary tensors),
-    with its repro folder: the localised subgraph's files when a node is named, and the
-    step's whole feed in any case; the findings with the localised one moved to its line."""
-    outcome, spec = failed.outcome, failed.step
-    assert outcome.model is not None
-    module, bound = outcome.exported or exported
-    cut = failing_cut(module, outcome.model.path, bound, spec, failed.failing)
-    target = localise.target(failed.findings, [cut])
-    localised = None
-    if target is not None:  # else explained by a baked branch: no node to name
-        request = localise.Localisation(
-            module, outcome.program, outcome.exporter or "", outcome.model, bound, spec,
-            job.repo, localise.deadline_for(spec.timeout_seconds, timer.started),
-            outcome.attempts)
-        localised = localise.localise(request, *target)
-        ledger.divergence = localised.divergence
-    case = StepCase(ledger.spec.name, outcome.model.path, failed.failing, job.threads)
-    ledger.repro = step_repro(case, ledger.spec, localised.repro if localised else None,
-                              not_localised(failed.findings, localised))
-    return attach_localised(failed.findings, localised, job.repo) if localised else failed.findings
 
 
 def _variants(model: GeneratingModel, ledger: Ledger) -> None:

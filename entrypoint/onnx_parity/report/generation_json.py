@@ -14,6 +14,7 @@ from onnx_parity.report.deployment_json import (
 )
 from onnx_parity.report.generation_shapes import GenerationJson
 from onnx_parity.report.json_shapes import TextScoreJson
+from onnx_parity.report.pipeline_json import pipeline_from_json, pipeline_to_json
 from onnx_parity.report.threshold_json import thresholds_from_json, thresholds_to_json
 
 
@@ -24,6 +25,8 @@ def generation_to_json(g: GenerationResult) -> GenerationJson:
         "max_logit_diff": list(g.max_logit_diff), "teacher_forced_from": g.teacher_forced_from,
         "thresholds": thresholds_to_json(g.thresholds)}
     add_deployment(data, g.bundles, g.runtime)
+    if g.pipeline is not None:
+        data["pipeline"] = pipeline_to_json(g.pipeline)
     return data
 
 
@@ -36,7 +39,8 @@ def generation_from_json(data: GenerationJson | None) -> GenerationResult | None
         max_logit_diff=tuple(data["max_logit_diff"]),
         teacher_forced_from=data["teacher_forced_from"], bundles=bundles_from_json(data),
         runtime=runtime_from_json(data),
-        thresholds=thresholds_from_json(data.get("thresholds", [])))
+        thresholds=thresholds_from_json(data.get("thresholds", [])),
+        pipeline=pipeline_from_json(data.get("pipeline")))
 
 
 def text_to_json(score: TextScore | None) -> TextScoreJson | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
+from onnx_parity.report.pipeline_json import PipelineJson
 from onnx_parity.report.threshold_json import ThresholdJson
 
 
@@ -28,6 +29,7 @@ class GenerationJson(TypedDict):  # generation_results.GenerationResult
     bundles: NotRequired[list[BundleJson]]  # `bundle`: written only when there are some
     runtime: NotRequired[RuntimeGenerationJson]  # `runtime`: written only when it ran
     thresholds: NotRequired[list[ThresholdJson]]  # position thresholds (absent: older reports)
+    pipeline: NotRequired[PipelineJson]  # a vision-language model's three files
 
 
 class BundleJson(TypedDict):  # generation_results.Bundle

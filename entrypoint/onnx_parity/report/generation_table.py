@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 
-from onnx_parity.generation_results import GenerationResult
+from onnx_parity.generation_results import GenerationResult, PipelineChecks
 from onnx_parity.report.deployment_text import deployment_clause
 from onnx_parity.report.threshold_table import threshold_summary, threshold_table
 from onnx_parity.results import ModelResult, RunResult
@@ -21,6 +21,9 @@ def generation_summary(g: GenerationResult) -> str:
     drift = ("" if worst is None
              else f"; max logit diff {g.max_logit_diff[worst]:.2g} at step {worst}")
     text = f"greedy tokens agree {g.agreed}/{g.steps} steps, {g.rows} rows{drift}"
+    if g.pipeline is not None:  # a vision-language model: its three files first
+        text = f"{pipeline_clause(g.pipeline)}: tokens agree {g.agreed}/{g.steps}, " + text[
+            text.index("steps, ") + len("steps, "):]
     first = g.first_token_difference
     if first is not None:
         kind = "a near-tie" if first.near_tie else "a mismatch"
@@ -29,6 +32,15 @@ def generation_summary(g: GenerationResult) -> str:
     if g.teacher_forced_from is not None:
         text += f"; teacher-forced from step {g.teacher_forced_from}"
     return text + threshold_summary(g) + deployment_clause(g)
+
+
+def pipeline_clause(pipeline: PipelineChecks) -> str:
+    """'vision 3 resolutions, embedding, decoder', each file that differs named with where."""
+    count = pipeline.resolutions
+    vision = f"vision {count} resolution{'s' if count != 1 else ''}"
+    failed = [f"{check.file} differs at {check.case}" for check in pipeline.checks
+              if not check.passed]
+    return f"{vision}, embedding, decoder" + (f" ({'; '.join(failed)})" if failed else "")
 
 
 def generation_section(run: RunResult) -> list[str]:

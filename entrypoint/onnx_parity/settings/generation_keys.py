@@ -24,6 +24,9 @@ from onnx_parity.settings.values import (
 CACHES = ("flat",)
 PROMPT_INPUTS = ("input_ids", "attention_mask")
 FEATURE_INPUTS = ("input_features",)  # a speech encoder-decoder's (Whisper's) encoder input
+# What a vision-language model's processor adds to the prompts (its family says which it takes).
+IMAGE_INPUTS = ("pixel_values", "image_grid_thw", "mm_token_type_ids", "pixel_attention_mask",
+                "image_sizes", "token_type_ids")
 MAX_STEPS = 4096
 MAX_CONTEXT = 1 << 24  # positions: above any model's context (16M)
 _FIX = "a table, e.g. generate = { steps = 16 }"
@@ -82,14 +85,25 @@ def _check_neighbours(context: KeyContext) -> None:
             f"{'it' if len(beside) == 1 else 'them'} from this [[model]].")
     inputs = context.read.get("inputs")
     names = sorted(inputs) if isinstance(inputs, dict) else None
-    if names not in (sorted(PROMPT_INPUTS), sorted(FEATURE_INPUTS)):
+    if not _prompt_names(names):
         given = ", ".join(f'"{shown(name)}"' for name in names) if names else "one bundle"
         raise ConfigError(
             f"{context.where}: a generating model's `inputs` are its prompts, input_ids and "
             f"attention_mask (a left-padded batch is the normal case; an encoder-decoder's "
-            f"encoder inputs), or a speech encoder-decoder's input_features; this [[model]] "
-            f'gives {given}. Write inputs = {{ input_ids = "samples/ids.npy", attention_mask = '
-            '"samples/mask.npy" }, or inputs = { input_features = "samples/features.npy" }.')
+            f"encoder inputs) with a vision-language model's image inputs "
+            f"({', '.join(IMAGE_INPUTS)}), or a speech encoder-decoder's input_features; this "
+            f'[[model]] gives {given}. Write inputs = {{ input_ids = "samples/ids.npy", '
+            'attention_mask = "samples/mask.npy" }, or inputs = { input_features = '
+            '"samples/features.npy" }.')
+
+
+def _prompt_names(names: list[str] | None) -> bool:
+    """The prompts (with a VLM's image inputs), or a speech encoder-decoder's features."""
+    if names is None:
+        return False
+    if names == sorted(FEATURE_INPUTS):
+        return True
+    return set(PROMPT_INPUTS) <= set(names) <= {*PROMPT_INPUTS, *IMAGE_INPUTS}
 
 
 def _steps(value: object, where: str) -> int:

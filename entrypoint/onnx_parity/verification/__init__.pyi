@@ -2,7 +2,7 @@
 # Read by type checkers, and by __init__.py at run time to load each name on first use.
 
 from .compare import nonfinite_mismatch
-from .cuts import CutRun, ort_feed
+from .cuts import Cut, CutRun, ort_feed, run_cut
 from .decoding import OnnxDecoder, TorchDecoder
 from .divergence_text import first_sentence
 from .drift import drift_findings
@@ -18,17 +18,22 @@ from .step_repro import StepCase, not_localised, step_repro
 from .threshold_past import PastSide
 from .threshold_steps import ThresholdCheck, check_thresholds
 from .verified import Exported, TorchSide, Verified, verify_model
+from .vl_decoding import PipelineSide, open_pipeline
+from .vl_files import FilesChecked, check_files
 
 __all__ = [
     "Assumed",
+    "Cut",
     "CutRun",
     "Decoders",
     "EncoderSide",
     "Exported",
     "FailingStep",
+    "FilesChecked",
     "Generated",
     "OnnxDecoder",
     "PastSide",
+    "PipelineSide",
     "RuntimeFailure",
     "Session",
     "StepCase",
@@ -37,6 +42,7 @@ __all__ = [
     "TorchSide",
     "Verified",
     "attach_localised",
+    "check_files",
     "check_generation",
     "check_runtime",
     "check_thresholds",
@@ -45,10 +51,12 @@ __all__ = [
     "first_sentence",
     "nonfinite_mismatch",
     "not_localised",
+    "open_pipeline",
     "open_session",
     "ort_feed",
     "output_names",
     "reference_finding",
+    "run_cut",
     "run_session",
     "sample_notes",
     "step_repro",

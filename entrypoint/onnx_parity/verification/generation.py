@@ -37,6 +37,12 @@ from onnx_parity.verification.outputs import comparison_findings, layout_mismatc
 from onnx_parity.verification.run_failures import load_failure_finding, runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
 from onnx_parity.verification.torch_steps import RecordedChunk, torch_steps
+from onnx_parity.verification.vl_decoding import (
+    OnnxPipeline,
+    PipelineSessions,
+    PipelineSide,
+    open_pipeline,
+)
 
 
 @dataclass(frozen=True)
@@ -52,9 +58,11 @@ class Decoders:
     encoder: EncoderSide | None = None  # an encoder-decoder's encoder file and inputs
     # The module's weights, written out while onnxruntime decodes (None: they stay).
     weights: OffloadedWeights | None = None
+    pipeline: PipelineSide | None = None  # a vision-language model's other two files
 
 
-Sides = tuple[Decoders, Session, Session | None]  # the decoder's session, the encoder's
+# The decoder's session, and the encoder's or a vision-language pipeline's other two.
+Sides = tuple[Decoders, Session, Session | PipelineSessions | None]
 
 
 @dataclass(frozen=True)
@@ -120,8 +128,7 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
               "weights written out while onnxruntime decodes", flush=True)
     try:
         session = open_session(decoders.model, spec.runtime_optimization, decoders.threads)
-        encoder = (None if decoders.encoder is None else open_session(
-            decoders.encoder.model, spec.runtime_optimization, decoders.threads))
+        encoder = _other_sessions(decoders, spec)
     except RuntimeFailure as error:
         return Generated(_unrun(run, len(ids)), [load_failure_finding(error, decoders.model)])
     missing = [name for name in ("logits", *decoders.shape.names("present"))
@@ -153,6 +160,16 @@ def _first_tokens(decoders: Decoders,
     ids, mask = (np.asarray(prompts[name]).astype(np.int64)
                  for name in ("input_ids", "attention_mask"))
     return ids, mask
+
+
+def _other_sessions(decoders: Decoders, spec: ModelSpec) -> Session | PipelineSessions | None:
+    """An encoder-decoder's encoder session, or a vision-language model's vision and embedding
+    sessions."""
+    if decoders.pipeline is not None:
+        return open_pipeline(decoders.pipeline, spec.runtime_optimization, decoders.threads)
+    if decoders.encoder is None:
+        return None
+    return open_session(decoders.encoder.model, spec.runtime_optimization, decoders.threads)
 
 
 def _unrun(run: _Run, rows: int) -> GenerationResult:
@@ -202,7 +219,10 @@ def _replay(sides: Sides, chunk: RecordedChunk, run: _Run) -> None:
 def _onnx_side(sides: Sides, rows: slice) -> Any:
     """onnxruntime with an empty cache (an encoder-decoder's: on the prompts' `rows`)."""
     decoders, session, encoder_session = sides
-    if decoders.encoder is not None and encoder_session is not None:
+    if decoders.pipeline is not None and isinstance(encoder_session, PipelineSessions):
+        return OnnxPipeline(session, encoder_session, decoders.pipeline, decoders.module, rows,
+                            decoders.dtype)
+    if decoders.encoder is not None and isinstance(encoder_session, Session):
         return OnnxEncoderDecoder(session, encoder_session, decoders.shape,
                                   decoders.encoder.rows(rows), decoders.dtype)
     return OnnxDecoder(session, decoders.shape, decoders.dtype)
@@ -266,6 +286,6 @@ def failing_cut(module: Any, model: Path, bound: BoundInputs, spec: ModelSpec,
     """The failing step as a cut of the exported call (`module` and `bound`: the flat wrapper
     export/ exported, or the module itself), for localise.target and localise.localise."""
     session = open_session(model, spec.runtime_optimization)
-    size = len(failing.feed["input_ids"])
+    size = len(failing.feed.get("input_ids", failing.feed.get("inputs_embeds", [])))
     return run_cut(module, session, bound, spec,
                    Cut(failing.feed, size, {"step": failing.step, "past_sequence": failing.past}))

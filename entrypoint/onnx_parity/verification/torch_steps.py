@@ -17,6 +17,7 @@ import numpy as np
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.decoding import StepOutput, TorchDecoder
 from onnx_parity.verification.encoder_decoding import TorchEncoderDecoder
+from onnx_parity.verification.vl_decoding import TorchPipeline
 
 if TYPE_CHECKING:
     from onnx_parity.verification.generation import Decoders
@@ -87,7 +88,10 @@ def _decoded(decoders: Decoders, prompt: tuple[np.ndarray, np.ndarray], rows: sl
 
 
 def torch_side(decoders: Decoders, spec: ModelSpec, rows: slice) -> Any:
-    """PyTorch with an empty cache (an encoder-decoder's: on the prompts' `rows`)."""
+    """PyTorch with an empty cache (an encoder-decoder's or a vision-language model's: on the
+    prompts' `rows`)."""
+    if decoders.pipeline is not None:
+        return TorchPipeline(decoders.module, decoders.pipeline, rows)
     if decoders.encoder is not None:
         return TorchEncoderDecoder(decoders.module, decoders.shape, decoders.encoder.rows(rows),
                                    dict(spec.forward_kwargs))
