@@ -1,24 +1,28 @@
-"""A vision-language model's onnxruntime-genai bundle (issue 29, 2): `bundle = ["onnxruntime-genai"]`
+"""A vision-language model's onnxruntime-genai bundle (issue 29): `bundle = ["onnxruntime-genai"]`
 writes `genai_config.json` with its vision, embedding and decoder sections, the three files under
-the names it gives them, and the runtime's `processor_config.json`.
+the names it gives them, and the runtime's `processor_config.json`; and a planted vision tower
+that bakes its patch grid fails at the second resolution.
 
-A tiny seeded Qwen2-VL's three files are exported as the pipeline exports them (its family's
-vision, embedding and decoder modules: the vision file one image per call with a dynamic patch
-axis), the bundle is rendered by export/'s own code (the builder's decoder section, then
-genai_vision.py) and written by bundle_files.py, and onnxruntime-genai 0.18 loads the folder as a
-user deploys it: its generator, fed the processor's pixel_values, image_grid_thw and input_ids,
-generates transformers' greedy tokens for images at two resolutions, two images in one prompt
-and a text-only prompt; its own image processor makes the processor's pixel_values.
+One CLI run over a repository of two tiny seeded Qwen2-VLs (samples: a 1x4x4 image, a 1x6x6 one
+and a text-only prompt, left-padded) is read by every test. onnxruntime-genai 0.18 loads the
+`vl.genai/` folder as a user deploys it: its generator, fed the processor's pixel_values,
+image_grid_thw and input_ids, generates transformers' greedy tokens for the samples' prompts,
+an image at a resolution they lack and two images in one prompt; its own image processor makes
+transformers' pixel_values, and the tokens generated from them are transformers' too. The
+planted model's vision tower reads its grid's side as `math.isqrt` of its patch count.
 """
 
 from __future__ import annotations
 
 import json
+import textwrap
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
+
+from fixture_repo.harness import CliRun, run_cli, write_model_repo
 
 STEPS = 8
 VOCAB, IMAGE, START, END = 128, 120, 118, 119
@@ -26,22 +30,73 @@ PATCH, MERGE, TEMPORAL = 4, 2, 2
 WIDTH = 3 * TEMPORAL * PATCH * PATCH  # one patch's values
 
 
-def tiny_qwen2_vl() -> Any:
-    import torch
-    from transformers import Qwen2VLConfig, Qwen2VLForConditionalGeneration
+MODELS = """
+import math
 
-    torch.manual_seed(0)
-    text = {"vocab_size": VOCAB, "hidden_size": 32, "intermediate_size": 64,
+import torch
+
+TABLE = 32  # the rows and columns the planted tower's position table holds
+
+
+def config():
+    from transformers import Qwen2VLConfig
+
+    text = {"vocab_size": 128, "hidden_size": 32, "intermediate_size": 64,
             "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
             "max_position_embeddings": 256, "eos_token_id": 2, "bos_token_id": 1,
             "rope_parameters": {"rope_type": "default", "rope_theta": 10000.0,
                                 "mrope_section": [2, 1, 1]}}
     vision = {"depth": 2, "embed_dim": 32, "hidden_size": 32, "num_heads": 4, "mlp_ratio": 2,
-              "patch_size": PATCH, "spatial_merge_size": MERGE, "temporal_patch_size": TEMPORAL}
-    config = Qwen2VLConfig(text_config=text, vision_config=vision, image_token_id=IMAGE,
-                           video_token_id=121, vision_start_token_id=START,
-                           vision_end_token_id=END)
-    return Qwen2VLForConditionalGeneration(config).eval()
+              "patch_size": 4, "spatial_merge_size": 2, "temporal_patch_size": 2}
+    return Qwen2VLConfig(text_config=text, vision_config=vision, image_token_id=120,
+                         video_token_id=121, vision_start_token_id=118, vision_end_token_id=119)
+
+
+def qwen2_vl():
+    from transformers import Qwen2VLForConditionalGeneration
+
+    torch.manual_seed(0)
+    return Qwen2VLForConditionalGeneration(config()).eval()
+
+
+def _grid_patch_embed():
+    from transformers.models.qwen2_vl.modeling_qwen2_vl import PatchEmbed
+
+    class GridPatchEmbed(PatchEmbed):
+        \"\"\"Qwen2-VL's patch embedding plus a learned row and column embedding of each
+        patch, the grid's side read as the square root of the patch count (a square
+        image's), not from image_grid_thw.\"\"\"
+
+        def __init__(self, **kwargs):
+            super().__init__(**kwargs)
+            self.row_table = torch.nn.Parameter(torch.randn(TABLE, self.embed_dim))
+            self.column_table = torch.nn.Parameter(torch.randn(TABLE, self.embed_dim))
+
+        def forward(self, hidden_states):
+            embedded = super().forward(hidden_states)
+            patches = embedded.shape[0]
+            side = math.isqrt(patches)
+            index = torch.arange(patches, device=embedded.device)
+            return embedded + self.row_table[index // side] + self.column_table[index % side]
+
+    return GridPatchEmbed
+
+
+def planted():
+    model = qwen2_vl()
+    visual = model.model.visual
+    tower = _grid_patch_embed()(patch_size=4, temporal_patch_size=2, in_channels=3,
+                                embed_dim=32)
+    tower.proj.load_state_dict(visual.patch_embed.proj.state_dict())
+    visual.patch_embed = tower
+    return model.eval()
+"""
+
+
+def tiny_qwen2_vl() -> Any:
+    namespace: dict[str, Any] = {}
+    exec(textwrap.dedent(MODELS), namespace)
+    return namespace["qwen2_vl"]()
 
 
 def image(grid: tuple[int, int, int], seed: int) -> dict[str, np.ndarray]:
@@ -58,101 +113,58 @@ def prompt(images: list[dict[str, np.ndarray]]) -> np.ndarray:
     return np.array([[*ids, 7, 9, 20]], dtype=np.int64)
 
 
-# Prompts: one image at each of two resolutions, two images of different sizes, no image.
-PROMPTS = {"4x6": [image((1, 4, 6), 1)], "8x4": [image((1, 8, 4), 2)],
-           "two": [image((1, 4, 4), 3), image((1, 6, 8), 4)], "text": []}
+# The samples' prompts: a 1x4x4 image, a 1x6x6 one (a second side length: see `planted`),
+# none. The bundle is run on these and on prompts the samples lack.
+SAMPLED: tuple[list[dict[str, np.ndarray]], ...] = (
+    [image((1, 4, 4), 1)], [image((1, 6, 6), 2)], [])
+PROMPTS = {"4x4": SAMPLED[0], "6x6": SAMPLED[1], "8x4": [image((1, 8, 4), 3)],
+           "two": [image((1, 4, 4), 4), image((1, 6, 8), 5)], "text": []}
 
 
-def _export_vision(model: Any, family: Any, path: Path) -> None:
-    import torch
-
-    sample = image((1, 4, 6), 0)
-    program = torch.onnx.export(
-        family.vision_module(model), (), dynamo=True, verbose=False,
-        kwargs={name: torch.from_numpy(value) for name, value in sample.items()},
-        dynamic_shapes={"pixel_values": {0: torch.export.Dim("patches", min=4)},
-                        "image_grid_thw": None},
-        input_names=["pixel_values", "image_grid_thw"], output_names=["image_features"])
-    assert program is not None
-    program.save(str(path))  # one file, as the pipeline saves a model under 2 GiB
-
-
-def _export_embedding(model: Any, family: Any, path: Path) -> None:
-    import torch
-
-    ids = torch.from_numpy(prompt([image((1, 4, 6), 0)]))
-    features = torch.zeros(6, 32)
-    torch.onnx.export(
-        family.embedding_module(model), (ids, features), str(path), dynamo=False,
-        input_names=["input_ids", "image_features"], output_names=["inputs_embeds"],
-        dynamic_axes={"input_ids": {0: "batch", 1: "sequence"}, "image_features": {0: "tokens"},
-                      "inputs_embeds": {0: "batch", 1: "sequence"}})
+def vl_samples() -> dict[str, np.ndarray]:
+    """Row 0 holds a 1x4x4 image, row 1 a 1x6x6 one, row 2 text only; left-padded (the
+    processor's layout: its patches in image order, mm_token_type_ids left for the tool)."""
+    rows = [prompt(images)[0].tolist() for images in SAMPLED]
+    length = max(len(row) for row in rows)
+    ids = np.zeros((len(rows), length), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for index, row in enumerate(rows):
+        ids[index, length - len(row):] = row
+        mask[index, length - len(row):] = 1
+    images = [one for row in SAMPLED for one in row]
+    return {"input_ids": ids, "attention_mask": mask,
+            "pixel_values": np.concatenate([one["pixel_values"] for one in images]),
+            "image_grid_thw": np.concatenate([one["image_grid_thw"] for one in images])}
 
 
-def _flat_decoder(model: Any, family: Any) -> Any:
-    import torch
-    from transformers.cache_utils import DynamicCache
-
-    class Flat(torch.nn.Module):
-        """The family's decoder with its cache as flat tensors (optimum's layout)."""
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.decoder = family.decoder_module(model)
-
-        def forward(self, embeds: Any, mask: Any, positions: Any, *past: Any) -> Any:
-            cache = DynamicCache(config=model.config.get_text_config())
-            for layer in range(len(past) // 2):
-                cache.update(past[2 * layer], past[2 * layer + 1], layer)
-            out = self.decoder(embeds, mask, positions, past_key_values=cache)
-            presents = [t for layer in out.past_key_values.layers
-                        for t in (layer.keys, layer.values)]
-            return (out.logits, *presents)
-
-    return Flat()
-
-
-def _export_decoder(model: Any, family: Any, path: Path) -> tuple[tuple[str, ...], ...]:
-    import torch
-
-    layers, batch, length, past = 2, 2, 3, 4
-    keys = [f"past_key_values.{layer}.{kind}" for layer in range(layers)
-            for kind in ("key", "value")]
-    outputs = ["logits", *(name.replace("past_key_values", "present") for name in keys)]
-    axes = {"inputs_embeds": {0: "batch", 1: "sequence"}, "attention_mask": {0: "batch", 1: "total"},
-            "position_ids": {1: "batch", 2: "sequence"}, "logits": {0: "batch", 1: "sequence"},
-            **{name: {0: "batch", 2: "past"} for name in keys},
-            **{name: {0: "batch", 2: "total"} for name in outputs[1:]}}
-    inputs = ("inputs_embeds", "attention_mask", "position_ids", *keys)
-    sample = (torch.randn(batch, length, 32), torch.ones(batch, past + length, dtype=torch.int64),
-              torch.arange(past, past + length).expand(3, batch, length).contiguous(),
-              *[torch.randn(batch, 2, past, 8) for _ in keys])
-    torch.onnx.export(_flat_decoder(model, family), sample, str(path), dynamo=False,
-                      input_names=list(inputs), output_names=outputs, dynamic_axes=axes)
-    return inputs, tuple(outputs)
+def config() -> str:
+    inputs = "".join(f'{name} = "samples/{name}.npy"\n' for name in (
+        "input_ids", "attention_mask", "pixel_values", "image_grid_thw"))
+    entry = ('[[model]]\nname = "{name}"\nfactory = "models.vlm:{factory}"\n'
+             'generate = {{ steps = ' + str(STEPS) + '{bundle} }}\n\n[model.inputs]\n' + inputs)
+    return "batch-sizes = [3]\n" + "".join(
+        entry.format(name=name, factory=factory, bundle=bundle) for name, factory, bundle in (
+            ("vl", "qwen2_vl", ', bundle = ["onnxruntime-genai"]'),
+            ("planted", "planted", "")))
 
 
 @pytest.fixture(scope="module")
-def bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The three files beside each other as the pipeline writes them, then the bundle folder."""
-    from onnx_parity.bundle_files import write_bundle
-    from onnx_parity.export.genai_config import genai_config
-    from onnx_parity.export.genai_vision import Part, VisionParts, with_vision
-    from onnx_parity.generation_results import Bundle
-    from onnx_parity.model_files import ModelFile
-    from onnx_parity.models.vl_qwen2 import FAMILY
-
+def checked(tmp_path_factory: pytest.TempPathFactory) -> tuple[CliRun, Path]:
+    """One CLI run of the tiny Qwen2-VL with its bundle and the planted tower."""
     root = tmp_path_factory.mktemp("vl-bundle")
-    model = tiny_qwen2_vl()
-    _export_vision(model, FAMILY, root / "tiny.vision.onnx")
-    _export_embedding(model, FAMILY, root / "tiny.embedding.onnx")
-    names = _export_decoder(model, FAMILY, root / "tiny.onnx")
-    parts = VisionParts(Part(("pixel_values", "image_grid_thw"), ("image_features",)),
-                        Part(("input_ids", "image_features"), ("inputs_embeds",)))
-    document = genai_config(model, None, names, root / "builder", embeds=True)
-    documents = with_vision(document, model.config, parts, None)
-    return write_bundle(root / "tiny.genai", ModelFile.at(root / "tiny.onnx"),
-                        Bundle("onnxruntime-genai", "genai", documents))
+    repo = write_model_repo(root, ("vlm", MODELS), vl_samples(), config())
+    run = run_cli("check", "--cache", str(root / "cache"), cwd=repo, out=root / "out",
+                  timeout=1200)
+    assert run.code in (0, 1), run.stdout + run.stderr
+    return run, repo
+
+
+@pytest.fixture(scope="module")
+def bundle(checked: tuple[CliRun, Path]) -> Path:
+    run, _ = checked
+    model = run.models()["vl"]
+    assert model["passed"], model["findings"]
+    return run.folder / "vl.genai"
 
 
 def transformers_tokens(images: list[dict[str, np.ndarray]]) -> list[int]:
@@ -228,7 +240,8 @@ def test_the_bundle_holds_the_three_files_under_the_names_its_config_gives(bundl
 @pytest.mark.parametrize("name", sorted(PROMPTS))
 def test_onnxruntime_genai_generates_transformers_tokens_from_the_bundle(
         bundle: Path, name: str) -> None:
-    """One image at 4x6 and at 8x4 patches, two images (4x4 and 6x8) in one prompt, and none."""
+    """The samples' prompts (a 1x4x4 image, a 1x6x6 one, none), an 8x4 image they lack, and two
+    images of different sizes (4x4 and 6x8) in one prompt."""
     expected = transformers_tokens(PROMPTS[name])
     assert len(expected) == STEPS
     assert genai_tokens(bundle, PROMPTS[name]) == expected
@@ -301,6 +314,32 @@ def _vision_tokenizer(folder: Path) -> None:
     fast: Any = PreTrainedTokenizerFast  # transformers' tokenizer classes are untyped
     fast(tokenizer_object=tokenizer,
          additional_special_tokens=list(special.values())).save_pretrained(folder)
+
+
+@pytest.mark.slow
+def test_a_vision_tower_that_bakes_its_patch_grid_fails_at_the_second_resolution(
+        checked: tuple[CliRun, Path]) -> None:
+    """The planted tower reads its grid's side as isqrt(patches): exported from the 1x4x4
+    image, the file keeps side 4, right at 16 patches (and 24: isqrt(24) = 4), wrong at 36.
+    dynamo refuses the dynamic patch axis (isqrt specialises it to 16: with Dim.AUTO it would
+    export silently wrong), TorchScript exports it without a warning and keeps no source line:
+    the finding says so, with dynamo's refusal."""
+    run, _ = checked
+    model = run.models()["planted"]
+    assert not model["passed"]
+    vision = [f for f in model["findings"] if f["severity"] == "error"
+              and "vision file planted.vision.onnx" in f["message"]]
+    assert vision, model["findings"]
+    message = vision[0]["message"]
+    assert "at resolution 1x6x6 (t x h x w)" in message
+    checks = model["generation"]["pipeline"]["checks"]
+    assert [(c["case"], c["passed"]) for c in checks if c["file"] == "vision"] == [
+        ("1x4x4", True), ("1x6x6", False), ("1x8x6", False)]
+    assert "a TorchScript graph records no source line" in message, message
+    assert "inferred a static shape of 16 for dimension inputs['pixel_values']" in message
+    exports = [f for f in model["findings"] if f["code"] == "exporter-fallback"]
+    assert exports, model["findings"]
+    print("planted:", message)
 
 
 def test_an_architecture_without_a_genai_vision_type_is_a_bundle_error() -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from onnx_parity.bundle_files import bundle_folder, write_bundle
-from onnx_parity.export import VisionParts, make_bundles
+from onnx_parity.export import make_bundles
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import GenerationResult
 from onnx_parity.model_files import ModelFile
@@ -32,10 +32,9 @@ class Deployed:
 
 def deployed(decoders: Decoders, names: tuple[tuple[str, ...], ...],
              prompts: dict[str, np.ndarray], spec: ModelSpec, workdir: Path,
-             result: GenerationResult, parts: VisionParts | None = None) -> Deployed:
-    """`names`: the decoder file's inputs and outputs, which genai_config.json names; `parts`:
-    a vision-language model's vision and embedding files, which its bundle holds too."""
-    bundles, findings = make_bundles(decoders.module, spec, names, workdir, parts)
+             result: GenerationResult) -> Deployed:
+    """`names`: the decoder file's inputs and outputs, which genai_config.json names."""
+    bundles, findings = make_bundles(decoders.module, spec, names, workdir)
     done = Deployed(dataclasses.replace(result, bundles=bundles), findings)
     genai = next((bundle for bundle in bundles if bundle.runtime == GENAI), None)
     if spec.generate is None or spec.generate.runtime != GENAI or genai is None:
