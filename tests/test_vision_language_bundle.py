@@ -350,3 +350,19 @@ def test_an_architecture_without_a_genai_vision_type_is_a_bundle_error() -> None
 
     with pytest.raises(BundleError, match=r"no vision-language type for 'llava' \(it runs "):
         genai_vision_type(LlavaConfig())
+
+
+def test_a_decoder_input_genai_does_not_feed_is_a_bundle_error() -> None:
+    """Gemma 3's decoder file takes token_type_ids; genai's gemma3 type feeds it none."""
+    from transformers import Gemma3Config
+
+    from onnx_parity.export.genai_config import BundleError
+    from onnx_parity.export.genai_vision import Part, VisionParts, with_vision
+
+    parts = VisionParts(Part(("pixel_values",), ("image_features",)),
+                        Part(("input_ids", "image_features"), ("inputs_embeds",)))
+    inputs = ("inputs_embeds", "attention_mask", "position_ids", "token_type_ids",
+              "past_key_values.0.key")
+    with pytest.raises(BundleError, match="takes token_type_ids, which onnxruntime-genai's "
+                                          "gemma3 does not feed it"):
+        with_vision({"model": {}}, Gemma3Config(), parts, None, inputs)

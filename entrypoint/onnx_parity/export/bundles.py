@@ -68,7 +68,7 @@ def _documents(runtime: str, module: Any, spec: ModelSpec,
                             scratch / f"{spec.name}.genai-builder", embeds=parts is not None)
     if parts is None:
         return {"genai_config.json": document}
-    return with_vision(document, module.config, parts, spec.transformers)
+    return with_vision(document, module.config, parts, spec.transformers, names[0])
 
 
 def optimum_documents(module: Any) -> dict[str, dict[str, Any]]:

@@ -12,7 +12,8 @@ the embedding file takes `input_ids` and `image_features` (none after the prompt
 from `image_grid_thw` and the `vision_start_token_id` before each image. Qwen2-VL's files load
 as the same type: its text model and rope index are Qwen2.5-VL's (measured: a tiny Qwen2-VL's
 and a tiny Qwen2.5-VL's bundles generate PyTorch's greedy tokens). Gemma 3 is its `gemma3`
-type (vision: `pixel_values` only). Other architectures have no vision type in 0.18.
+type (vision: `pixel_values` only), for a decoder that takes nothing genai does not feed (ours
+takes `token_type_ids`: a BundleError). Other architectures have no vision type in 0.18.
 
 The runtime's own processor (`create_multimodal_processor`) reads `processor_config.json`,
 named by `model.vision.config_filename`: written for the Qwen types from the checkpoint's
@@ -27,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from onnx_parity.export.genai_config import BundleError
+from onnx_parity.export.genai_config import FED, BundleError
 
 # transformers' model_type -> onnxruntime-genai 0.18's vision-language model type.
 GENAI_VISION_TYPES = {"qwen2_vl": "qwen2_5_vl", "qwen2_5_vl": "qwen2_5_vl", "gemma3": "gemma3"}
@@ -71,11 +72,17 @@ def genai_vision_type(config: Any) -> str:
 
 
 def with_vision(document: dict[str, Any], config: Any, parts: VisionParts,
-                checkpoint: Path | None) -> dict[str, dict[str, Any]]:
+                checkpoint: Path | None, decoder_inputs: tuple[str, ...]
+                ) -> dict[str, dict[str, Any]]:
     """genai_config.json (the builder's, laid out for the decoder file) with the vision and
     embedding sections, and processor_config.json where the type has one; by file name."""
     model = document["model"]
     kind = genai_vision_type(config)
+    unfed = [name for name in decoder_inputs
+             if name not in FED and not name.startswith("past_key_values.")]
+    if unfed:  # Gemma 3's token_type_ids: genai's gemma3 feeds its decoder none
+        raise BundleError(f"the decoder file takes {', '.join(unfed)}, which onnxruntime-genai's "
+                          f"{kind} does not feed it")
     model["type"] = kind
     model.update(_tokens(config))
     model["embedding"] = _embedding(parts.embedding)
