@@ -144,7 +144,7 @@ def config() -> str:
              'generate = {{ steps = ' + str(STEPS) + '{bundle} }}\n\n[model.inputs]\n' + inputs)
     return "batch-sizes = [3]\n" + "".join(
         entry.format(name=name, factory=factory, bundle=bundle) for name, factory, bundle in (
-            ("vl", "qwen2_vl", ', bundle = ["onnxruntime-genai"]'),
+            ("vl", "qwen2_vl", ', bundle = ["onnxruntime-genai"], runtime = "onnxruntime-genai"'),
             ("planted", "planted", "")))
 
 
@@ -245,6 +245,18 @@ def test_onnxruntime_genai_generates_transformers_tokens_from_the_bundle(
     expected = transformers_tokens(PROMPTS[name])
     assert len(expected) == STEPS
     assert genai_tokens(bundle, PROMPTS[name]) == expected
+
+
+@pytest.mark.slow
+def test_the_check_ran_each_prompt_with_its_images_in_onnxruntime_genais_own_loop(
+        checked: tuple[CliRun, Path]) -> None:
+    """`runtime = "onnxruntime-genai"`: each prompt row, unpadded, with its own image, through
+    genai's Generator from the bundle, against the model's own generate on the same inputs."""
+    run, _ = checked
+    runtime = run.models()["vl"]["generation"]["runtime"]
+    assert runtime == {"runtime": "onnxruntime-genai", "steps": STEPS,
+                       "tokens_agree": [STEPS] * 3, "compared": [STEPS] * 3,
+                       "first_token_difference": None}
 
 
 @pytest.mark.slow

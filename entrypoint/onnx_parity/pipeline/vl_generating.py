@@ -17,15 +17,12 @@ import numpy as np
 
 from onnx_parity.export import (
     ExportOutcome,
-    VisionParts,
     drop_program_weights,
     export_model,
     inspect_model,
-    make_bundles,
     model_findings,
     wanted,
 )
-from onnx_parity.export import Part as FileNames
 from onnx_parity.generation_results import PipelineChecks
 from onnx_parity.models import (
     Family,
@@ -43,6 +40,7 @@ from onnx_parity.models import (
     vision_spec,
 )
 from onnx_parity.pipeline.step_localising import Failed, localised_step
+from onnx_parity.pipeline.vl_deploying import Exported, vl_deployed
 from onnx_parity.pipeline.vl_localising import Part, localised_vision
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification import (
@@ -106,29 +104,13 @@ def vl_generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: T
                         None, weights, side)
     try:
         _generated((outcome, decoder, (step, bound)), decoders, files, (job, ledger, timer))
+        if wanted(spec):  # `bundle`, `runtime`: the folder genai loads, its own loop
+            weights.restore()  # the runtime's loop runs the model's own generate
+            with timer.step("bundles"):
+                vl_deployed(model, side, Exported(facts, outcome.model.path, vision,
+                                                  embedding), ledger, workdir)
     finally:
         weights.discard()
-    if wanted(spec):  # `bundle`: the folder onnxruntime-genai loads, the three files in it
-        with timer.step("bundles"):
-            _bundles(model, (facts, vision, embedding), ledger, workdir)
-
-
-def _bundles(model: Any, files: tuple[Any, Part, Part], ledger: Ledger,
-             workdir: Path) -> None:
-    """The bundles' documents, naming each file's inputs and outputs as exported."""
-    facts, vision, embedding = files
-    parts = VisionParts(*(_names(part) for part in (vision, embedding)))
-    bundles, findings = make_bundles(model, ledger.spec, (tuple(facts.inputs),
-                                                          tuple(facts.outputs)), workdir, parts)
-    ledger.findings += findings
-    assert ledger.generation is not None
-    ledger.generation = dataclasses.replace(ledger.generation, bundles=bundles)
-
-
-def _names(part: Part) -> FileNames:
-    assert part.outcome.model is not None
-    facts = inspect_model(part.outcome.model)
-    return FileNames(tuple(facts.inputs), tuple(facts.outputs))
 
 
 def _contract(family: Family, model: Any, spec: ModelSpec, samples: dict[str, np.ndarray]
