@@ -226,6 +226,11 @@ def test_a_wrong_vision_file_is_named_with_its_resolution(tmp_path: Path) -> Non
     assert "the family's vision wrapper, computes otherwise" in message
     # The decoding differs downstream of the vision file, which is not the decoder's to blame.
     assert result.get("divergence") is None
+    decoding = [message for _, message in errors(result) if "generation step 0" in message]
+    assert decoding
+    assert all(message.startswith("decoding through the decoder file vl.onnx (fed by the "
+                                  "vision and embedding files, which differ already)")
+               for message in decoding)
     print("wrong vision:", message)
 
 
@@ -243,3 +248,110 @@ def test_image_tokens_that_do_not_match_the_images_are_a_load_error(tmp_path: Pa
     assert "input_ids holds 10 image token(s)" in finding["message"]
     assert "image_grid_thw = image_grid_thw.npy" in finding["message"]
     assert "processor" in finding["fix"]
+
+
+# ---- the family's pieces, in process ----
+
+@pytest.fixture(scope="module")
+def model() -> Any:
+    namespace: dict[str, Any] = {}
+    exec(MODELS, namespace)  # the source the tests' repositories hold
+    return namespace["qwen2_vl"]()
+
+
+def test_patch_positions_are_those_of_transformers() -> None:
+    import torch
+    from transformers.vision_utils import get_vision_position_ids
+
+    from onnx_parity.models.vl_qwen2 import _patch_positions
+
+    for grid in ((1, 4, 4), (1, 4, 6), (1, 8, 2), (2, 4, 6)):
+        given = torch.tensor([grid])
+        ours = _patch_positions(torch, int(np.prod(grid)), given, 2)
+        assert torch.equal(ours, get_vision_position_ids(given, 2)), grid
+
+
+def test_each_row_gets_its_own_images(model: Any) -> None:
+    from onnx_parity.models.vl_qwen2 import FAMILY
+
+    samples = vl_samples()
+    contract = FAMILY.contract(model, None)  # type: ignore[arg-type]
+    prompts, derived = FAMILY.derive(model, samples, contract)
+    assert [item.name for item in derived] == ["mm_token_type_ids"]
+    second = FAMILY.rows(model, prompts, slice(1, 3))
+    assert second["image_grid_thw"].tolist() == [[1, 4, 6]]
+    assert len(second["pixel_values"]) == 24
+    assert "pixel_values" not in FAMILY.rows(model, prompts, slice(2, 3))
+
+
+def test_an_input_the_architecture_does_not_take_is_named(model: Any) -> None:
+    from onnx_parity.models import LoadError
+    from onnx_parity.models.vl_qwen2 import FAMILY
+
+    samples = {**vl_samples(), "image_sizes": np.zeros((2, 2), dtype=np.int64)}
+    with pytest.raises(LoadError, match="gives image_sizes, which Qwen2-VL does not take"):
+        FAMILY.derive(model, samples, FAMILY.contract(model, None))  # type: ignore[arg-type]
+
+
+def test_prompt_positions_are_the_rope_index_and_steps_add_one(model: Any) -> None:
+    from onnx_parity.models.vl_qwen2 import FAMILY
+
+    prompts, _ = FAMILY.derive(model, vl_samples(), FAMILY.contract(model, None))  # type: ignore[arg-type]
+    positions = FAMILY.prompt_positions(model, prompts)
+    assert positions.shape == (3, 3, 13)
+    # row 0 (2 padded): 3 text tokens, its 2x2 merged image at 3 (t 3; h 3, 3, 4, 4; w 3, 4,
+    # 3, 4), the text after it from 3 + max(2, 2)
+    assert positions[:, 0, 2:].tolist() == [[0, 1, 2, 3, 3, 3, 3, 5, 6, 7, 8],
+                                            [0, 1, 2, 3, 3, 4, 4, 5, 6, 7, 8],
+                                            [0, 1, 2, 3, 4, 3, 4, 5, 6, 7, 8]]
+    assert positions[:, 2, -5:].tolist() == [[0, 1, 2, 3, 4]] * 3  # text only: 1-D
+    # row 1's 2x3 image moves its text on by 3: each row's next position is its last plus one
+    assert FAMILY.step_positions(positions)[:, :, 0].tolist() == [[9, 10, 5]] * 3
+
+
+@pytest.mark.slow
+def test_a_checkpoint_folder_is_declared_with_transformers(tmp_path: Path) -> None:
+    """`transformers = "checkpoints/tiny-qwen2-vl"`: the class config.json names, offline;
+    mm_token_type_ids given this time (nothing derived), the default batch sizes (rows cut
+    into smaller chunks, each with its own images)."""
+    namespace: dict[str, Any] = {}
+    exec(MODELS, namespace)  # the source the tests' repositories hold
+    samples = vl_samples()
+    samples["mm_token_type_ids"] = (samples["input_ids"] == 120).astype(np.int64)
+    config = CONFIG.replace("batch-sizes = [3]\n", "").replace(  # the default batch sizes
+        'factory = "models.vlm:qwen2_vl"', 'transformers = "checkpoints/tiny-qwen2-vl"').replace(
+        'image_grid_thw = "samples/image_grid_thw.npy"\n',
+        'image_grid_thw = "samples/image_grid_thw.npy"\n'
+        'mm_token_type_ids = "samples/mm_token_type_ids.npy"\n')
+    repo = write_model_repo(tmp_path, ("vlm", MODELS), samples, config)
+    namespace["qwen2_vl"]().save_pretrained(repo / "checkpoints" / "tiny-qwen2-vl")
+    run = run_cli("check", "--jobs", "1", cwd=repo, out=tmp_path / "out")
+    [result] = run.report()["models"]
+    assert run.code == 0, errors(result)
+    assert result["generation"]["tokens_agree"] == [STEPS] * 3
+    assert result["generation"]["pipeline"]["derived"] == []
+
+
+@pytest.mark.slow
+def test_a_text_only_entry_exports_the_vision_file_from_an_example_image(
+        tmp_path: Path) -> None:
+    """A second [[model]] entry of the same model with prompts and no images: the vision file
+    is exported from the family's example image (1x4x4) and checked there and at an unseen
+    size; the embedding file with those images' features and without."""
+    samples = vl_samples()
+    text = {"input_ids": samples["input_ids"][2:], "attention_mask": samples["attention_mask"][2:]}
+    config = CONFIG.split("pixel_values")[0].replace("batch-sizes = [3]", "batch-sizes = [1]")
+    config = config.replace('name = "vl"\n', 'name = "vl"\nvariants = ["fp16"]\n')
+    repo = write_model_repo(tmp_path, ("vlm", MODELS), text, config)
+    run = run_cli("check", "--jobs", "1", cwd=repo, out=tmp_path / "out")
+    [result] = run.report()["models"]
+    assert run.code == 0, errors(result)
+    pipeline = result["generation"]["pipeline"]
+    assert [(c["file"], c["case"], c["seen"]) for c in pipeline["checks"]] == [
+        ("vision", "1x4x4", True), ("vision", "1x6x4", False), ("embedding", "one image", True),
+        ("embedding", "two images", True), ("embedding", "no image", True)]
+    assert all(c["passed"] for c in pipeline["checks"])
+    assert result["generation"]["tokens_agree"] == [STEPS]
+    assert pipeline["derived"][0].startswith("mm_token_type_ids")
+    [variant] = result["variants"]  # asked for, and said not to be built
+    assert variant["skipped"].startswith("variants of a vision-language model's files are not")

@@ -154,6 +154,11 @@ class Family(Protocol):
         """One image at a resolution the samples do not hold (dynamic families), else None."""
         ...
 
+    def example_image(self, model: Any) -> Image:
+        """One seeded image of a size the model takes: the vision file's export sample when
+        the prompts hold no image (a text-only entry)."""
+        ...
+
 
 def image_token(model: Any) -> int | None:
     """The image token of a model's config (image_token_id or image_token_index)."""

@@ -221,20 +221,30 @@ class Qwen2VL:
         return (previous[..., -1:] + 1).astype(np.int64)
 
     def unseen_image(self, model: Any, images: list[Image]) -> Image | None:
-        """A grid the samples lack: one merge block taller than the tallest image, patches
-        drawn from a seeded generator."""
+        """A grid the samples lack: one merge block taller than the largest image (of
+        the most patches), patches drawn from a seeded generator."""
         if not images:
             return None
-        grids = {tuple(int(v) for v in image["image_grid_thw"][0]) for image in images}
         merge = _merge(model)
+        grids = {tuple(int(v) for v in image["image_grid_thw"][0]) for image in images}
         t, h, w = max(grids, key=lambda grid: grid[1] * grid[2])
         height = h + merge
         while (t, height, w) in grids:
             height += merge
-        width = images[0]["pixel_values"].shape[1]
-        pixels = np.random.default_rng(0).standard_normal((t * height * w, width))
-        return {"pixel_values": pixels.astype(images[0]["pixel_values"].dtype),
-                "image_grid_thw": np.array([[t, height, w]], dtype=np.int64)}
+        return _image(model, (t, height, w), images[0]["pixel_values"].dtype)
+
+    def example_image(self, model: Any) -> Image:
+        merge = _merge(model)
+        return _image(model, (1, 2 * merge, 2 * merge), np.dtype(np.float32))
+
+
+def _image(model: Any, grid: tuple[int, int, int], dtype: np.dtype[Any]) -> Image:
+    """Seeded patches of one image of `grid` (t, h, w), as the processor lays them out."""
+    vision = model.config.vision_config
+    width = vision.in_channels * vision.temporal_patch_size * vision.patch_size ** 2
+    pixels = np.random.default_rng(0).standard_normal((int(np.prod(grid)), width))
+    return {"pixel_values": pixels.astype(dtype),
+            "image_grid_thw": np.array([grid], dtype=np.int64)}
 
 
 def _merge(model: Any) -> int:

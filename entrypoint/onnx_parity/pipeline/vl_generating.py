@@ -23,6 +23,7 @@ from onnx_parity.export import (
     model_findings,
     wanted,
 )
+from onnx_parity.findings import Finding
 from onnx_parity.generation_results import PipelineChecks
 from onnx_parity.models import (
     Family,
@@ -41,8 +42,9 @@ from onnx_parity.models import (
 )
 from onnx_parity.pipeline.step_localising import Failed, localised_step
 from onnx_parity.pipeline.vl_deploying import Exported, vl_deployed
-from onnx_parity.pipeline.vl_localising import Part, localised_vision
+from onnx_parity.pipeline.vl_localising import Part, localised_parts
 from onnx_parity.settings import ModelSpec
+from onnx_parity.variants import skipped_variants
 from onnx_parity.verification import (
     Decoders,
     FilesChecked,
@@ -56,6 +58,9 @@ from onnx_parity.verification import (
 if TYPE_CHECKING:
     from onnx_parity.pipeline.one_model import Ledger, ModelJob, Timer
 
+UNBUILT = ("variants of a vision-language model's files are not built yet: the fp32 pipeline "
+           "(its vision, embedding and decoder files) is what was checked")
+DECODING = ("parity-mismatch", "generation-mismatch", "nan-or-inf", "runtime-error")
 POSITIONS = {True: "3-D (3, batch, sequence): the model's rope index at the prompt "
                    "(_prepare_position_ids_for_generation), then each position plus one",
              False: "the mask's cumulative sum at the prompt, then each position plus one"}
@@ -95,10 +100,11 @@ def vl_generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: T
     with timer.step("vision and embedding"):
         files = check_files(side, open_pipeline(side, spec.runtime_optimization, job.threads),
                             model, spec)
-    if files.failing_image is not None:  # the first failing image's call, localised
-        with timer.step("localise vision"):
-            files.findings = localised_vision(vision, files.failing_image, files.findings,
-                                              (job, ledger, timer))
+    if files.failing:  # where a file differs from its wrapper, localised
+        with timer.step("localise vision and embedding"):
+            files.findings = localised_parts({"vision": vision, "embedding": embedding},
+                                             files.failing, files.findings,
+                                             (job, ledger, timer))
     weights = OffloadedWeights(model, workdir / f".{spec.name}.weights")
     decoders = Decoders(model, outcome.model.path, contract.cache, False, dtype, job.threads,
                         None, weights, side)
@@ -128,9 +134,11 @@ def _contract(family: Family, model: Any, spec: ModelSpec, samples: dict[str, np
     return dataclasses.replace(contract, derived=derived), prompts
 
 
-def _record(outcome: ExportOutcome, ledger: Ledger) -> None:
+def _record(outcome: ExportOutcome, ledger: Ledger, file: str = "") -> None:
+    """An export's attempts, findings (named by the `file` they are about) and file."""
     ledger.attempts += outcome.attempts
-    ledger.findings += outcome.findings
+    ledger.findings += [dataclasses.replace(finding, message=f"{file}: {finding.message}")
+                        if file else finding for finding in outcome.findings]
     if ledger.exporter is None:
         ledger.exporter = outcome.exporter
     if outcome.model is not None:
@@ -144,8 +152,7 @@ def _parts(family: Family, model: Any, given: tuple[PipelineContract, dict[str, 
     stored as the model's other files (publishing copies them beside `<name>.onnx`)."""
     contract, prompts = given
     images = family.images(prompts)
-    image = images[0] if images else family.unseen_image(model, [])
-    assert image is not None
+    image = images[0] if images else family.example_image(model)
     features = family.image_features(model, image)
     made = []
     for module, spec, samples in (
@@ -156,7 +163,7 @@ def _parts(family: Family, model: Any, given: tuple[PipelineContract, dict[str, 
                                features))):
         outcome = export_model(module, bind_inputs(module, spec, samples, ()), spec, job.repo,
                                workdir)
-        _record(outcome, ledger)
+        _record(outcome, ledger, f"the {spec.name.rsplit('.', 1)[-1]} file {spec.name}.onnx")
         if outcome.model is None:
             return None
         drop_program_weights(outcome.program)
@@ -194,10 +201,23 @@ def _generated(exported: tuple[ExportOutcome, ModelSpec, tuple[Any, Any]], decod
         with timer.step("localise"):
             findings = localised_step(Failed(outcome, step, generated.failing, findings),
                                       module, job, ledger, timer)
-    ledger.findings += files.findings + findings
+    ledger.findings += files.findings + _through(findings, ledger.spec.name, upstream)
     ledger.comparisons += generated.comparisons
     ledger.generation = dataclasses.replace(generated.result,
                                             pipeline=_pipeline(decoders, files, ledger.spec))
+    if ledger.spec.variants:  # said, not silently left out
+        ledger.variants += skipped_variants(ledger.spec, outcome.model.size_bytes if
+                                            outcome.model else 0, UNBUILT).results
+
+
+def _through(findings: list[Finding], name: str, upstream: bool) -> list[Finding]:
+    """The decoding's findings named by the files they ran through (the decoder's, fed by
+    the other two, which differ already when `upstream`)."""
+    fed = ("fed by the vision and embedding files, which differ already" if upstream
+           else "fed by the vision and embedding files")
+    return [dataclasses.replace(finding, message=(
+        f"decoding through the decoder file {name}.onnx ({fed}): {finding.message}"))
+        if finding.code in DECODING else finding for finding in findings]
 
 
 def _pipeline(decoders: Decoders, files: FilesChecked, spec: ModelSpec) -> PipelineChecks:

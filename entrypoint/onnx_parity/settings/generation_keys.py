@@ -2,7 +2,8 @@
 
 Under `generate` the tool declares the exported axes itself (optimum's decoder-with-past
 layout), so `dynamic-axes`, `outputs` and `axis-sizes` beside it are errors, and the committed
-samples are the prompts: `input_ids` and `attention_mask`, nothing else.
+samples are the prompts: `input_ids` and `attention_mask` (with a vision-language model's image
+inputs, which its family in models/ checks), or a speech encoder-decoder's `input_features`.
 """
 
 from __future__ import annotations
@@ -191,4 +192,8 @@ GENERATE_KEY: Declaration = {
             "loads unchanged (`<name>.genai/`, `<name>.optimum/`); `runtime = "
             '"onnxruntime-genai"` generates the prompts again with that runtime\'s own loop from '
             "its bundle, token by token against PyTorch (both need `pip install "
-            "'onnx-parity[genai]'`). See docs/generation.md."}
+            "'onnx-parity[genai]'`). A vision-language model (a config with `vision_config` "
+            "and an image token, e.g. Qwen2-VL) takes its processor's image inputs beside the "
+            "prompts and exports `<name>.vision.onnx` (one image per call), "
+            "`<name>.embedding.onnx` and the decoder fed `inputs_embeds`, each checked. See "
+            "docs/generation.md."}

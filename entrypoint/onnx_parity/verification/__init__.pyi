@@ -19,7 +19,7 @@ from .threshold_past import PastSide
 from .threshold_steps import ThresholdCheck, check_thresholds
 from .verified import Exported, TorchSide, Verified, verify_model
 from .vl_decoding import PipelineSide, open_pipeline
-from .vl_files import FilesChecked, check_files
+from .vl_files import FailingCall, FilesChecked, check_files
 from .vl_runtime import check_vision_runtime
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "Decoders",
     "EncoderSide",
     "Exported",
+    "FailingCall",
     "FailingStep",
     "FilesChecked",
     "Generated",

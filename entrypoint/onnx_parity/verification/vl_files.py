@@ -29,14 +29,24 @@ from onnx_parity.verification.runtime import RuntimeFailure, Session, run_sessio
 from onnx_parity.verification.vl_decoding import PipelineSessions, PipelineSide
 
 
+@dataclass(frozen=True)
+class FailingCall:
+    """A call of the vision or embedding file outside the tolerance, to localise: the file,
+    where the findings name it (`at resolution 1x4x6 `, `on a prompt with two images`) and
+    the file's feed."""
+
+    file: str  # "vision", "embedding"
+    where: str
+    feed: dict[str, np.ndarray]
+
+
 @dataclass
 class FilesChecked:
-    """The two files' checks, their findings, and the first failing vision image (for its
-    repro folder): its inputs, PyTorch's features and the grid named."""
+    """The two files' checks, their findings, and the calls that failed (to localise)."""
 
     checks: list[FileCheck] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
-    failing_image: tuple[str, Image, np.ndarray] | None = None
+    failing: list[FailingCall] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -68,9 +78,11 @@ def grid_name(image: Image) -> str:
 def _vision(side: PipelineSide, session: Session, model: Any, spec: ModelSpec,
             checked: FilesChecked) -> list[np.ndarray]:
     """The vision file per distinct resolution (and the unseen one); PyTorch's features of
-    every sample image, in order (the embedding cases' features)."""
+    every sample image, in order (the embedding cases' features). Prompts without images are
+    checked at the family's example image."""
     family = side.family
-    images = family.images(side.prompts)
+    # Prompts without images (a text-only entry): the image the file was exported from.
+    images = family.images(side.prompts) or [family.example_image(model)]
     features = [family.image_features(model, image) for image in images]
     cases = {grid_name(image): (image, value) for image, value in zip(images, features,
                                                                        strict=True)}
@@ -83,9 +95,7 @@ def _vision(side: PipelineSide, session: Session, model: Any, spec: ModelSpec,
                      family.image_features(model, unseen)))
     for case, image, expected in runs:
         feed = {name: image[name] for name in session.input_names}
-        if not _compared(case, session, feed, (expected, spec), checked) and (
-                checked.failing_image is None):
-            checked.failing_image = (case.case, image, expected)
+        _compared(case, session, feed, (expected, spec), checked)
     return features
 
 
@@ -137,6 +147,7 @@ def _compared(case: _Case, session: Session, feed: dict[str, np.ndarray],
                                     row.max_abs_diff, row.passed, case.seen))
     if not row.passed:
         checked.findings += _named(comparison_findings([_shaped(row, feed)], set(), spec), where)
+        checked.failing.append(FailingCall(case.file, where, feed))
     return row.passed
 
 
