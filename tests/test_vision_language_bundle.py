@@ -378,3 +378,20 @@ def test_a_decoder_input_genai_does_not_feed_is_a_bundle_error() -> None:
     with pytest.raises(BundleError, match="takes token_type_ids, which onnxruntime-genai's "
                                           "gemma3 does not feed it"):
         with_vision({"model": {}}, Gemma3Config(), parts, None, inputs)
+
+
+@pytest.mark.slow
+def test_a_cached_model_writes_the_same_bundle_with_its_three_files(
+        checked: tuple[CliRun, Path], tmp_path: Path) -> None:
+    """A second run takes both models from the cache: the bundle folder comes back from the
+    cached documents, the vision and embedding files with the decoder."""
+    first, repo = checked
+    cache = first.folder.parent / "cache"
+    again = run_cli("check", "--cache", str(cache), cwd=repo, out=tmp_path / "out", timeout=600)
+    assert again.code == first.code, again.stdout + again.stderr
+    assert all(model.get("cached") for model in again.models().values()), again.stdout
+    folder, before = again.folder / "vl.genai", first.folder / "vl.genai"
+    assert sorted(path.name for path in folder.iterdir()) == sorted(
+        path.name for path in before.iterdir())
+    for path in before.iterdir():
+        assert (folder / path.name).read_bytes() == path.read_bytes(), path.name
