@@ -24,7 +24,8 @@ def render_page(figures: Json) -> str:
     sections = [
         _intro(figures), _overhead(figures), _help(figures), _parallel(figures),
         _localisation(figures), _variants(figures), _profiles(figures), _scaling(figures),
-        _large(figures), _sweep(figures), _generation(figures), _reproduce(),
+        _large(figures), _sweep(figures), _generation(figures), _vision_language(figures),
+        _reproduce(),
     ]
     return "\n\n".join(section.rstrip("\n") for section in sections) + "\n"
 
@@ -206,6 +207,12 @@ def _generation(figures: Json) -> str:
     from generation import page_section  # bench/generation.py, beside this module
 
     return page_section(figures.get("generation"))
+
+
+def _vision_language(figures: Json) -> str:
+    from vision_language import page_section  # bench/vision_language.py, beside this module
+
+    return page_section(figures.get("vision_language"))
 
 
 def _sweep(figures: Json) -> str:

@@ -117,6 +117,7 @@ class Figures:
     sweep: dict[str, Any] | None = None  # bench/sweep.py's figures (with --sweep)
     large: dict[str, Any] | None = None  # bench/large_model.py's figures (with --large)
     generation: dict[str, Any] | None = None  # bench/generation.py's (with --generation)
+    vision_language: dict[str, Any] | None = None  # bench/vision_language.py's
 
     @property
     def localisation(self) -> tuple[float, float] | None:
@@ -169,6 +170,7 @@ class Figures:
             "sweep": self.sweep,
             "large_model": self.large,
             "generation": self.generation,
+            "vision_language": self.vision_language,
         }
 
 
@@ -444,6 +446,10 @@ def render(figures: Figures) -> str:
         from generation import render_generation
 
         lines += render_generation(figures.generation)
+    if figures.vision_language is not None:
+        from vision_language import render_vision_language
+
+        lines += render_vision_language(figures.vision_language)
     return "\n".join([*lines, *(f"note: {note}" for note in figures.notes)]) + "\n"
 
 
@@ -538,6 +544,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generation", action="store_true",
                         help="also the generation check's cost (bench/generation.py: a tiny "
                              "and a 100M-parameter Llama)")
+    parser.add_argument("--vision-language", action="store_true", dest="vision_language",
+                        help="also a tiny VLM's whole check against its decoder's "
+                             "(bench/vision_language.py)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
         parser.error("--repeat must be at least 1")
@@ -559,6 +568,11 @@ def main(argv: list[str] | None = None) -> int:
             from generation import measure_generation
 
             figures = dataclasses.replace(figures, generation=measure_generation(args.repeat))
+        if args.vision_language:
+            from vision_language import measure_vision_language
+
+            figures = dataclasses.replace(
+                figures, vision_language=measure_vision_language(args.repeat))
     except BenchError as error:
         print(f"bench: {error}", file=sys.stderr)
         return 2

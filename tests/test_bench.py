@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SERIES = ("parity", "serial", "bare", "help", "jobs1", "jobs2")
 # The anchors other docs pages link to (docs/*.md -> benchmarks.md#...).
 PAGE_ANCHORS = ("overhead", "help", "parallel", "localisation", "variants", "profile", "scaling",
-                "cache", "generation", "reproduce")
+                "cache", "generation", "vision-language", "reproduce")
 
 
 @pytest.mark.slow
@@ -142,6 +142,33 @@ def test_the_generation_benchmark_measures_its_case(tmp_path: Path) -> None:
     section = page_section(figures)
     assert "{#generation}" in section
     assert f"**{ratios['check']:.2f}x**" in section
+
+
+@pytest.mark.slow
+def test_the_vision_language_benchmark_measures_both_runs(tmp_path: Path) -> None:
+    """bench/vision_language.py: the tiny Qwen2-VL and its text model's shape both pass (it
+    raises otherwise), the ratios are printed, and the page section renders from them."""
+    from vision_language import page_section as vision_language_section
+
+    figures_path = tmp_path / "vision_language.json"
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "vision_language.py"), "--repeat", "1",
+         "--json", str(figures_path)],
+        check=False, capture_output=True, text=True, timeout=900,
+    )
+    assert done.returncode == 0, done.stderr
+    figures = json.loads(figures_path.read_text(encoding="utf-8"))
+    assert set(figures["vision-language"]["median_steps"]) >= {
+        "export", "export vision and embedding", "vision and embedding", "generate"}
+    assert "export vision and embedding" not in figures["decoder"]["median_steps"]
+    ratios = figures["ratios"]
+    assert ratios["wall"] == (figures["vision-language"]["median_seconds"]
+                              / figures["decoder"]["median_seconds"])
+    for key in ("wall", "model", "memory"):
+        assert f"{ratios[key]:.2f}x" in done.stdout, key
+    section = vision_language_section(figures)
+    assert "{#vision-language}" in section
+    assert f"**{ratios['wall']:.2f}x**" in section
 
 
 def test_the_large_generating_case_writes_what_save_pretrained_writes(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from .bundles import make_bundles, wanted
 from .capture import native_stderr
 from .constant_shapes import ConstantShape, constant_shape_evidence
 from .export_batch import HardCodedBatch
+from .genai_vision import Part, VisionParts
 from .inspection import ModelFacts, inspect_model, is_symbolic
 from .model_checks import model_findings
 from .outcome import ExportOutcome, export_model
@@ -17,8 +18,10 @@ __all__ = [
     "ExportOutcome",
     "HardCodedBatch",
     "ModelFacts",
+    "Part",
     "ShapeAssumption",
     "UnrolledLoop",
+    "VisionParts",
     "constant_shape_evidence",
     "drop_program_weights",
     "export_model",

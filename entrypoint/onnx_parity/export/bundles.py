@@ -4,7 +4,8 @@ loads unchanged (publishing writes them, bundle_files.py). `bundle-error` when o
 made; the decoder's verdict stands.
 
 - onnxruntime-genai (`<name>.genai/`): `genai_config.json` from its model builder
-  (genai_config.py).
+  (genai_config.py); a vision-language model's with its vision and embedding sections and
+  the runtime's `processor_config.json` (genai_vision.py).
 - optimum (`<name>.optimum/`): `config.json` and `generation_config.json`, as save_pretrained
   writes them, for `ORTModelForCausalLM.from_pretrained(folder)`.
 """
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from onnx_parity.export.genai_config import BundleError, genai_config
+from onnx_parity.export.genai_vision import VisionParts, with_vision
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import Bundle
 from onnx_parity.settings import GENAI, OPTIMUM, ModelSpec
@@ -34,29 +36,39 @@ def wanted(spec: ModelSpec) -> tuple[str, ...]:
 
 
 def make_bundles(module: Any, spec: ModelSpec, names: tuple[tuple[str, ...], ...],
-                 scratch: Path) -> tuple[tuple[Bundle, ...], list[Finding]]:
-    """Each wanted bundle's documents; `names`: the decoder file's inputs and outputs."""
+                 scratch: Path, parts: VisionParts | None = None
+                 ) -> tuple[tuple[Bundle, ...], list[Finding]]:
+    """Each wanted bundle's documents; `names`: the decoder file's inputs and outputs;
+    `parts`: a vision-language model's vision and embedding files (genai_vision.py)."""
     made: list[Bundle] = []
     findings: list[Finding] = []
     for runtime in wanted(spec):
         try:
             made.append(Bundle(runtime, SUFFIXES[runtime],
-                               _documents(runtime, module, spec, names, scratch)))
+                               _documents(runtime, module, spec, (names, parts), scratch)))
         except BundleError as error:
             findings.append(bundle_error(runtime, spec.name, str(error)))
     return tuple(made), findings
 
 
 def _documents(runtime: str, module: Any, spec: ModelSpec,
-               names: tuple[tuple[str, ...], ...], scratch: Path) -> dict[str, dict[str, Any]]:
+               files: tuple[tuple[tuple[str, ...], ...], VisionParts | None],
+               scratch: Path) -> dict[str, dict[str, Any]]:
+    names, parts = files
     if getattr(module, "config", None) is None or getattr(module.config, "is_encoder_decoder",
                                                           False):
         raise BundleError("a bundle is written for a decoder-only transformers model (its "
                           "config names the architecture); this model is not one")
-    if runtime == GENAI:
-        return {"genai_config.json": genai_config(module, spec.transformers, names,
-                                                  scratch / f"{spec.name}.genai-builder")}
-    return optimum_documents(module)
+    if runtime != GENAI:
+        if parts is not None:
+            raise BundleError("optimum's ORTModelForCausalLM loads a decoder alone; a "
+                              "vision-language model's pipeline has no optimum bundle")
+        return optimum_documents(module)
+    document = genai_config(module, spec.transformers, names,
+                            scratch / f"{spec.name}.genai-builder", embeds=parts is not None)
+    if parts is None:
+        return {"genai_config.json": document}
+    return with_vision(document, module.config, parts, spec.transformers, names[0])
 
 
 def optimum_documents(module: Any) -> dict[str, dict[str, Any]]:

@@ -35,6 +35,8 @@ GENAI_TYPES = frozenset((
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
 BUILDER = "onnxruntime_genai.models.builder"
+# The decoder inputs genai_config.json names (a VLM's decoder takes inputs_embeds).
+FED = ("input_ids", "inputs_embeds", "attention_mask", "position_ids")
 BUILDER_SECONDS = 600
 
 
@@ -43,13 +45,14 @@ class BundleError(ModelProblem):
 
 
 def genai_config(module: Any, checkpoint: Path | None, names: tuple[tuple[str, ...], ...],
-                 scratch: Path) -> dict[str, Any]:
+                 scratch: Path, embeds: bool = False) -> dict[str, Any]:
     """The builder's genai_config.json for `module`'s config; `names`: the decoder file's
-    inputs and outputs; `checkpoint`: the save_pretrained folder the model came from."""
+    inputs and outputs; `checkpoint`: the save_pretrained folder the model came from;
+    `embeds`: the decoder takes inputs_embeds (a vision-language model's, `exclude_embeds`)."""
     shutil.rmtree(scratch, ignore_errors=True)
     source, out = scratch / "checkpoint", scratch / "out"
     tokenizer = _write_checkpoint(module, checkpoint, source)
-    _run_builder(source, out, scratch / "cache")
+    _run_builder(source, out, scratch / "cache", embeds)
     document: dict[str, Any] = json.loads((out / "genai_config.json").read_text("utf-8"))
     if not tokenizer:  # the stand-in's class may add tokens: the model's own ids decide
         document["model"].update(special_tokens(module))
@@ -62,9 +65,10 @@ def special_tokens(module: Any) -> dict[str, Any]:
     end-of-sequence token when unset."""
     config, generation = module.config, getattr(module, "generation_config", None)
 
-    def given(name: str) -> Any:
-        value = getattr(generation, name, None)
-        return getattr(config, name, None) if value is None else value
+    def given(name: str) -> Any:  # a VLM's config may hold its tokens in its text config
+        found = (getattr(source, name, None) for source in (generation, config,
+                                                               config.get_text_config()))
+        return next((value for value in found if value is not None), None)
 
     eos = given("eos_token_id")
     first = eos[0] if isinstance(eos, list) and eos else eos
@@ -94,7 +98,10 @@ def _write_checkpoint(module: Any, checkpoint: Path | None, folder: Path) -> boo
 
 def _generic_names(config: Any) -> None:
     """The names the builder's generic route reads (it sizes the config from them, no weights),
-    from GPT-2's own: `n_inner` (None: 4 x the width), `activation_function`."""
+    from GPT-2's own: `n_inner` (None: 4 x the width), `activation_function`. A config with a
+    text config of its own (a VLM's) is read from that one."""
+    if config.get_text_config() is not config:
+        return
     if getattr(config, "intermediate_size", None) is None:
         config.intermediate_size = getattr(config, "n_inner", None) or 4 * int(config.hidden_size)
     if getattr(config, "hidden_act", None) is None:
@@ -110,9 +117,10 @@ def _stand_in_tokenizer(vocabulary: int, folder: Path) -> None:
     fast(tokenizer_object=Tokenizer(words)).save_pretrained(folder)
 
 
-def _run_builder(source: Path, out: Path, cache: Path) -> None:
+def _run_builder(source: Path, out: Path, cache: Path, embeds: bool) -> None:
+    options = ["config_only=true", *(["exclude_embeds=true"] if embeds else [])]
     command = [sys.executable, "-m", BUILDER, "-i", str(source), "-o", str(out), "-p", "fp32",
-               "-e", "cpu", "-c", str(cache), "--extra_options", "config_only=true"]
+               "-e", "cpu", "-c", str(cache), "--extra_options", *options]
     try:
         done = subprocess.run(command, capture_output=True, text=True, check=False,
                               timeout=BUILDER_SECONDS, cwd=source.parent,
@@ -132,8 +140,7 @@ def with_layout(document: dict[str, Any], inputs: tuple[str, ...],
     takes it, the cache's name patterns, and a model type the runtime knows."""
     model = document["model"]
     decoder = model["decoder"]
-    names: dict[str, str] = {name: name for name in ("input_ids", "attention_mask", "position_ids")
-                             if name in inputs}
+    names: dict[str, str] = {name: name for name in FED if name in inputs}
     decoder["inputs"] = {**names, "past_key_names": "past_key_values.%d.key",
                          "past_value_names": "past_key_values.%d.value"}
     decoder["outputs"] = {"logits": "logits", "present_key_names": "present.%d.key",
@@ -142,7 +149,9 @@ def with_layout(document: dict[str, Any], inputs: tuple[str, ...],
     if model.get("type") not in GENAI_TYPES:
         model["type"] = "decoder"
     _check_tokens(model)
-    missing = [name for name in ("input_ids", "attention_mask") if name not in inputs]
+    missing = [name for name in ("attention_mask",) if name not in inputs]
+    if not {"input_ids", "inputs_embeds"} & set(inputs):
+        missing.insert(0, "input_ids")
     if missing or "logits" not in outputs:
         raise BundleError(f"the decoder file lacks {', '.join(missing) or 'logits'}, which "
                           "onnxruntime-genai feeds or reads")

@@ -21,6 +21,7 @@ from onnx_parity.export import (
     export_model,
     inspect_model,
     model_findings,
+    wanted,
 )
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import PipelineChecks
@@ -40,6 +41,7 @@ from onnx_parity.models import (
     vision_spec,
 )
 from onnx_parity.pipeline.step_localising import Failed, localised_step
+from onnx_parity.pipeline.vl_deploying import Exported, vl_deployed
 from onnx_parity.pipeline.vl_localising import Part, localised_parts
 from onnx_parity.settings import ModelSpec
 from onnx_parity.variants import skipped_variants
@@ -108,6 +110,11 @@ def vl_generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: T
                         None, weights, side)
     try:
         _generated((outcome, decoder, (step, bound)), decoders, files, (job, ledger, timer))
+        if wanted(spec):  # `bundle`, `runtime`: the folder genai loads, its own loop
+            weights.restore()  # the runtime's loop runs the model's own generate
+            with timer.step("bundles"):
+                vl_deployed(model, side, Exported(facts, outcome.model.path, vision,
+                                                  embedding), ledger, workdir)
     finally:
         weights.discard()
 

@@ -20,6 +20,7 @@ from .threshold_steps import ThresholdCheck, check_thresholds
 from .verified import Exported, TorchSide, Verified, verify_model
 from .vl_decoding import PipelineSide, open_pipeline
 from .vl_files import FailingCall, FilesChecked, check_files
+from .vl_runtime import check_vision_runtime
 
 __all__ = [
     "Assumed",
@@ -47,6 +48,7 @@ __all__ = [
     "check_generation",
     "check_runtime",
     "check_thresholds",
+    "check_vision_runtime",
     "drift_findings",
     "failing_cut",
     "first_sentence",

@@ -47,11 +47,19 @@ def check_runtime(decoders: Decoders, bundle: Path, prompts: dict[str, np.ndarra
     rows = len(prompts["input_ids"])
     unrun = RuntimeGeneration(GENAI, steps, (0,) * rows, (0,) * rows, None)
     try:
-        model = _genai_model(bundle)
+        model = genai_model(bundle)
         runs = [(_pytorch(decoders, prompt, spec), _genai(model, prompt, steps))
                 for prompt in unpadded(prompts)]
     except RuntimeFailure as error:
         return unrun, [runtime_finding(f"{GENAI} cannot generate from {bundle.name}/", error)]
+    return reviewed(runs, spec)
+
+
+def reviewed(runs: list[tuple[Greedy, Greedy]], spec: ModelSpec
+             ) -> tuple[RuntimeGeneration, list[Finding]]:
+    """PyTorch's and the runtime's tokens per prompt row, compared one by one."""
+    assert spec.generate is not None
+    steps = spec.generate.steps
     agree, compared, misses = [], [], []
     for row, (expected, actual) in enumerate(runs):
         count = min(len(expected.tokens), len(actual.tokens))
@@ -94,7 +102,7 @@ def _pytorch(decoders: Decoders, prompt: np.ndarray, spec: ModelSpec) -> Greedy:
     return Greedy(tuple(tokens), tuple(logits))
 
 
-def _genai_model(bundle: Path) -> Any:
+def genai_model(bundle: Path) -> Any:
     import onnxruntime_genai as og  # the optional extra, checked when the settings were read
 
     try:
@@ -104,15 +112,24 @@ def _genai_model(bundle: Path) -> Any:
 
 
 def _genai(model: Any, prompt: np.ndarray, steps: int) -> Greedy:
-    """onnxruntime-genai's Generator, greedy, on one unpadded prompt: the logits each token is
-    picked from (get_logits before generate_next_token), until `steps` or its end-of-sequence."""
+    """onnxruntime-genai's Generator, greedy, on one unpadded prompt."""
+    return genai_greedy(model, prompt, steps, None)
+
+
+def genai_greedy(model: Any, prompt: np.ndarray, steps: int, inputs: Any) -> Greedy:
+    """onnxruntime-genai's Generator, greedy, on one unpadded prompt (or its `inputs`, named
+    tensors with the prompt's images): the logits each token is picked from (get_logits before
+    generate_next_token), until `steps` or its end-of-sequence."""
     import onnxruntime_genai as og
 
     try:
         params = og.GeneratorParams(model)
         params.set_search_options(do_sample=False, max_length=len(prompt) + steps)
         generator = og.Generator(model, params)
-        generator.append_tokens(prompt[None, :].astype(np.int32))
+        if inputs is None:
+            generator.append_tokens(prompt[None, :].astype(np.int32))
+        else:
+            generator.set_inputs(inputs)
         tokens: list[int] = []
         logits: list[np.ndarray] = []
         while len(tokens) < steps and not generator.is_done():
