@@ -188,6 +188,7 @@ def test_the_generation_row_names_the_files_and_the_resolutions(
     _, _, out = passing
     summary = (out / "report.md").read_text(encoding="utf-8")
     assert f"vision 3 resolutions, embedding, decoder: tokens agree {STEPS}/{STEPS}" in summary
+    assert "; `mm_token_type_ids` derived (not in the samples: report.json says how)" in summary
 
 
 # ---- a planted wrong vision wrapper ----

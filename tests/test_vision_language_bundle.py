@@ -354,6 +354,33 @@ def test_a_vision_tower_that_bakes_its_patch_grid_fails_at_the_second_resolution
     print("planted:", message)
 
 
+@pytest.mark.slow
+def test_the_planted_towers_repro_folder_runs_its_vision_file_alone(
+        checked: tuple[CliRun, Path]) -> None:
+    """No node is named in a TorchScript graph, so the folder holds the whole vision file as
+    its subgraph, fed the failing 1x6x6 call's pixels: repro.py, run with only numpy and
+    onnxruntime, prints the difference the check measured."""
+    from test_repro import printed_diff, run_repro
+
+    run, _ = checked
+    repro = run.models()["planted"]["repro"]
+    assert repro is not None
+    assert repro["found_by"] == "file-call"
+    assert repro["reproduces"] is True, repro
+    folder = run.folder / "planted.repro"
+    assert {"REPORT.md", "repro.py", "subgraph.onnx", "inputs.npz", "expected.npz"} <= {
+        path.name for path in folder.iterdir()}
+    with np.load(folder / "inputs.npz") as inputs:
+        assert [array.shape for array in inputs.values()][0][0] == 36  # the 1x6x6 grid's patches
+    report = (folder / "REPORT.md").read_text(encoding="utf-8")
+    assert "the whole file" in report
+    assert "The vision file of the model `planted` (`planted.vision.onnx`)" in report
+    done = run_repro(folder / "repro.py", run.folder.parent)
+    assert done.returncode == 1, done.stdout + done.stderr  # it reproduces: outside the tolerance
+    assert printed_diff(done.stdout) == pytest.approx(repro["max_abs_diff"], rel=1e-3)
+    assert repro["max_abs_diff"] > 0.1
+
+
 def test_an_architecture_without_a_genai_vision_type_is_a_bundle_error() -> None:
     from transformers import LlavaConfig
 

@@ -182,7 +182,8 @@ class Repro:
     line: int | None
     # How the place was found: "localisation" (every value compared), "bisection" (prefixes
     # against PyTorch's value), "optimizer-bisection" (against themselves, optimizations off),
-    # or "generation-step" (no node named: no subgraph, `step` holds the failing step).
+    # "generation-step" (no node named: no subgraph, `step` holds the failing step), or
+    # "file-call" (a vision-language model's vision or embedding file whole, at its failing call).
     found_by: str
     reference: str  # what expected.npz holds: "pytorch", or "optimizations-disabled"
     optimization: str  # onnxruntime's graph optimization level repro.py runs at

@@ -25,6 +25,7 @@ from onnx_parity.verification import (
     CutRun,
     FailingCall,
     attach_localised,
+    file_repro,
     localise,
     open_session,
     run_cut,
@@ -64,8 +65,9 @@ def localised_parts(parts: dict[str, Part], failing: list[FailingCall],
                         else finding for finding in findings]
         elif run[1].repro is None:
             localised = _localised(part, bound, target, run)
-            findings = ([finding for finding in findings if finding not in mine]
-                        + attach_localised(mine, localised, run[0].repo))
+            attached = dict(zip(map(id, mine), attach_localised(mine, localised, run[0].repo),
+                                strict=True))  # each in its place: the calls' order stays
+            findings = [attached.get(id(finding), finding) for finding in findings]
     return findings
 
 
@@ -91,6 +93,8 @@ def _localised(part: Part, bound: Any, target: tuple[CutRun, str, bool],
         job.repo, localise.deadline_for(spec.timeout_seconds, timer.started), outcome.attempts)
     localised = localise.localise(request, *target)
     ledger.divergence, ledger.repro = localised.divergence, localised.repro
+    if ledger.repro is None:  # no node named: the file alone, rerun at that call
+        ledger.repro = file_repro(ledger.spec.name, outcome.model, target[0], spec, job.repo)
     return localised
 
 

@@ -147,6 +147,7 @@ class ReproJson(TypedDict):  # results.Repro
     file: str | None
     line: int | None
     found_by: str  # "localisation" | "bisection" | "optimizer-bisection" | "generation-step"
+    # | "file-call"
     reference: str  # "pytorch" | "optimizations-disabled"
     optimization: str
     batch_size: int

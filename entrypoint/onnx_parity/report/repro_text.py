@@ -35,7 +35,11 @@ FOUND_BY = {
                            "optimization level against the same prefix with graph "
                            "optimizations disabled)",
     "generation-step": "the generation check alone (no node was named)",
+    "file-call": "the file's own check at that call (no node was named, so the subgraph is "
+                 "the whole file)",
 }
+# What a vision-language model's other files compute (models/vision_language.py).
+VISION_LANGUAGE_FILES = {"image_features": "vision", "inputs_embeds": "embedding"}
 REFERENCE = {"pytorch": "PyTorch's value",
              "optimizations-disabled": "onnxruntime's value with graph optimizations disabled"}
 HEAD = '''"""{doc}
@@ -159,11 +163,21 @@ def _stepless(model: ModelResult, repro: Repro, step: StepRepro) -> list[str]:
             f"folder holds no subgraph: {repro.omitted}."]
 
 
+def _differs(model: ModelResult, repro: Repro) -> str:
+    """Which file differs: the model's, or a vision-language model's vision or embedding file
+    (named by what it computes; its exporter may not be the decoder's)."""
+    part = VISION_LANGUAGE_FILES.get(repro.value) if repro.found_by == "file-call" else None
+    if part is not None:
+        return (f"The {part} file of the model `{model.name}` (`{model.name}.{part}.onnx`), "
+                "rerun alone at the call its check failed on, differs from PyTorch.")
+    return (f"The model `{model.name}`, exported with {model.exporter} at opset {model.opset}, "
+            "differs from PyTorch.")
+
+
 def _what(model: ModelResult, repro: Repro) -> list[str]:
     inputs = ", ".join(f"`{name}`" for name in repro.inputs) or "the graph's inputs"
     lines = [
-        f"The model `{model.name}`, exported with {model.exporter} at opset {model.opset}, "
-        f"differs from PyTorch. The place was found by {FOUND_BY[repro.found_by]}.", "",
+        f"{_differs(model, repro)} The place was found by {FOUND_BY[repro.found_by]}.", "",
         f"`subgraph.onnx` holds the {repro.nodes} node(s) of the exported graph that compute "
         f"`{repro.value}` (`{_op(repro)}`) from {inputs}, with the weights they use. "
         f"`inputs.npz` holds those values as the full model computed them in onnxruntime for "

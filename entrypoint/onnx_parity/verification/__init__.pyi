@@ -7,6 +7,7 @@ from .decoding import OnnxDecoder, TorchDecoder
 from .divergence_text import first_sentence
 from .drift import drift_findings
 from .encoder_decoding import EncoderSide
+from .file_repro import file_repro
 from .genai_runtime import check_runtime
 from .generation import Decoders, FailingStep, Generated, check_generation, failing_cut
 from .lengths import Assumed
@@ -51,6 +52,7 @@ __all__ = [
     "check_vision_runtime",
     "drift_findings",
     "failing_cut",
+    "file_repro",
     "first_sentence",
     "nonfinite_mismatch",
     "not_localised",
