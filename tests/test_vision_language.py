@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fixture_repo.harness import run_cli, write_model_repo
+from fixture_repo.harness import left_padded, run_cli, write_model_repo
 
 MODELS = '''
 import torch
@@ -60,14 +60,8 @@ def vl_samples() -> dict[str, np.ndarray]:
         tokens = int(np.prod(grid)) // 4
         rows.append([5, 6, 118, *[120] * tokens, 119, 7, 8, 9])
     rows.append([10, 11, 12, 13, 14])
-    length = max(len(row) for row in rows)
-    ids = np.zeros((len(rows), length), dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for index, row in enumerate(rows):
-        ids[index, length - len(row):] = row
-        mask[index, length - len(row):] = 1
     pixels = rng.standard_normal((sum(int(np.prod(g)) for g in GRIDS), PATCH)).astype(np.float32)
-    return {"input_ids": ids, "attention_mask": mask, "pixel_values": pixels,
+    return {**left_padded(rows), "pixel_values": pixels,
             "image_grid_thw": np.array(GRIDS, dtype=np.int64)}
 
 

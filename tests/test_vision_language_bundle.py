@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from fixture_repo.harness import CliRun, run_cli, write_model_repo
+from fixture_repo.harness import CliRun, left_padded, run_cli, write_model_repo
 
 STEPS = 8
 VOCAB, IMAGE, START, END = 128, 120, 118, 119
@@ -125,14 +125,8 @@ def vl_samples() -> dict[str, np.ndarray]:
     """Row 0 holds a 1x4x4 image, row 1 a 1x6x6 one, row 2 text only; left-padded (the
     processor's layout: its patches in image order, mm_token_type_ids left for the tool)."""
     rows = [prompt(images)[0].tolist() for images in SAMPLED]
-    length = max(len(row) for row in rows)
-    ids = np.zeros((len(rows), length), dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for index, row in enumerate(rows):
-        ids[index, length - len(row):] = row
-        mask[index, length - len(row):] = 1
     images = [one for row in SAMPLED for one in row]
-    return {"input_ids": ids, "attention_mask": mask,
+    return {**left_padded(rows),
             "pixel_values": np.concatenate([one["pixel_values"] for one in images]),
             "image_grid_thw": np.concatenate([one["image_grid_thw"] for one in images])}
 

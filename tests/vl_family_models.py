@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from fixture_repo.harness import left_padded
+
 SOURCE = '''
 import torch
 
@@ -100,13 +102,7 @@ def _rows(pieces: list[list[int]], generator: np.random.Generator) -> dict[str, 
     many image tokens; left-padded to the longest with mask 0."""
     rows = [np.concatenate([generator.integers(3, 100, count) if count > 0
                             else np.full(-count, IMAGE) for count in row]) for row in pieces]
-    length = max(len(row) for row in rows)
-    ids = np.zeros((len(rows), length), dtype=np.int64)
-    mask = np.zeros_like(ids)
-    for index, row in enumerate(rows):
-        ids[index, length - len(row):] = row
-        mask[index, length - len(row):] = 1
-    return {"input_ids": ids, "attention_mask": mask}
+    return left_padded([row.tolist() for row in rows])
 
 
 def llava_samples() -> dict[str, np.ndarray]:

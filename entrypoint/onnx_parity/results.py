@@ -180,10 +180,9 @@ class Repro:
     op: str | None  # its aten op (dynamo) or ONNX op type
     file: str | None  # the user's file and line the value comes from
     line: int | None
-    # How the place was found: "localisation" (every value compared), "bisection" (prefixes
-    # against PyTorch's value), "optimizer-bisection" (against themselves, optimizations off),
-    # "generation-step" (no node named: no subgraph, `step` holds the failing step), or
-    # "file-call" (a vision-language model's vision or embedding file whole, at its failing call).
+    # How found: "localisation" (every value compared), "bisection" (prefixes against PyTorch),
+    # "optimizer-bisection" (against themselves, optimizations off); no node named:
+    # "generation-step" (`step`: the failing step), "file-call" (a VLM's other file, whole).
     found_by: str
     reference: str  # what expected.npz holds: "pytorch", or "optimizations-disabled"
     optimization: str  # onnxruntime's graph optimization level repro.py runs at

@@ -65,6 +65,18 @@ def left_padded_prompts(length: int = 6, vocab: int = 64) -> dict[str, np.ndarra
     return {"input_ids": ids, "attention_mask": mask}
 
 
+def left_padded(rows: list[list[int]]) -> dict[str, np.ndarray]:
+    """Prompts of different lengths as one batch: left-padded to the longest with id 0 and
+    attention_mask 0 (the layout a processor with left padding returns)."""
+    length = max(len(row) for row in rows)
+    ids = np.zeros((len(rows), length), dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for index, row in enumerate(rows):
+        ids[index, length - len(row):] = row
+        mask[index, length - len(row):] = 1
+    return {"input_ids": ids, "attention_mask": mask}
+
+
 def write_samples(repo: Path) -> None:
     """The samples every configuration of the fixture repository names (seeded, numpy only)."""
     rng = np.random.default_rng(0)

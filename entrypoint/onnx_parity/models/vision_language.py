@@ -175,6 +175,13 @@ def image_token(model: Any) -> int | None:
     return None
 
 
+def token_of(model: Any) -> int:
+    """The image token of a model a family matched (is_vision_language held for it)."""
+    token = image_token(model)
+    assert token is not None, "a family matches only a model with an image token"
+    return token
+
+
 def is_vision_language(model: Any) -> bool:
     """A transformers model whose config has a vision_config and an image token."""
     config = getattr(model, "config", None)

@@ -30,7 +30,7 @@ from onnx_parity.models.vision_language import (
     Family,
     Image,
     PipelineContract,
-    image_token,
+    token_of,
 )
 
 IMAGE_INPUTS = ("pixel_values",)
@@ -74,7 +74,7 @@ def _wrappers() -> tuple[type, type]:
     return Vision, Decoder
 
 
-class Gemma3:
+class Gemma3(vl_parts.OneSize):
     """Gemma 3; see the module's text."""
 
     name = "gemma3"
@@ -84,14 +84,11 @@ class Gemma3:
 
     def contract(self, model: Any, cache: CacheShape) -> PipelineContract:
         hidden = int(model.config.get_text_config().hidden_size)
-        return PipelineContract(cache, IMAGE_INPUTS, _token(model), hidden, positions_3d=False,
+        return PipelineContract(cache, IMAGE_INPUTS, token_of(model), hidden, positions_3d=False,
                                 dynamic_resolution=False, decoder_extra=(TYPES,))
 
     def vision_module(self, model: Any) -> Any:
         return _wrappers()[0](model)
-
-    def embedding_module(self, model: Any) -> Any:
-        return vl_parts.embedding_module(model, _token(model))
 
     def decoder_module(self, model: Any) -> Any:
         return _wrappers()[1](model)
@@ -101,7 +98,7 @@ class Gemma3:
 
     def rows(self, model: Any, samples: Mapping[str, np.ndarray],
              rows: slice) -> dict[str, np.ndarray]:
-        return vl_parts.fixed_rows(samples, rows, _token(model), _per_image(model), TEXT_INPUTS)
+        return vl_parts.fixed_rows(samples, rows, token_of(model), _per_image(model), TEXT_INPUTS)
 
     def derive(self, model: Any, samples: Mapping[str, np.ndarray], contract: PipelineContract
                ) -> tuple[dict[str, np.ndarray], tuple[DerivedInput, ...]]:
@@ -124,39 +121,10 @@ class Gemma3:
                     "leave it out and it is derived from the image token.")
         return completed, ()
 
-    def image_features(self, model: Any, image: Image) -> np.ndarray:
-        import torch
-
-        with torch.no_grad():
-            out = model.get_image_features(torch.from_numpy(np.asarray(image["pixel_values"])),
-                                           return_dict=True)
-        return vl_parts.features(out)
-
-    def merged_embeddings(self, model: Any, input_ids: np.ndarray,
-                          features: np.ndarray) -> np.ndarray:
-        return vl_parts.merged(model, input_ids, features, _token(model))
-
-    def prompt_positions(self, model: Any, samples: Mapping[str, np.ndarray]) -> np.ndarray:
-        return vl_parts.prompt_positions(model, samples)
-
-    def step_positions(self, previous: np.ndarray) -> np.ndarray:
-        return vl_parts.step_positions(previous)
-
-    def unseen_image(self, model: Any, images: list[Image]) -> Image | None:  # noqa: ARG002
-        return None  # one size
-
-    def example_image(self, model: Any) -> Image:
-        return vl_parts.example_image(model)
 
 
 def _per_image(model: Any) -> int:
     return int(model.config.mm_tokens_per_image)
-
-
-def _token(model: Any) -> int:
-    token = image_token(model)
-    assert token is not None
-    return token
 
 
 FAMILY: Family = Gemma3()  # mypy checks it against the Protocol

@@ -30,7 +30,7 @@ from onnx_parity.models.vision_language import (
     Family,
     Image,
     PipelineContract,
-    image_token,
+    token_of,
 )
 
 PIXELS, MASK = "pixel_values", "pixel_attention_mask"
@@ -76,7 +76,7 @@ def _real_tiles(pixels: np.ndarray) -> np.ndarray:
     return np.asarray(np.abs(pixels).reshape(*pixels.shape[:2], -1).max(-1) > 0)
 
 
-class Idefics3:
+class Idefics3(vl_parts.TextPositions):
     """Idefics3 and SmolVLM; see the module's text."""
 
     name = "idefics3"
@@ -87,7 +87,7 @@ class Idefics3:
 
     def contract(self, model: Any, cache: CacheShape) -> PipelineContract:
         hidden = int(model.config.get_text_config().hidden_size)
-        return PipelineContract(cache, IMAGE_INPUTS, _token(model), hidden, positions_3d=False,
+        return PipelineContract(cache, IMAGE_INPUTS, token_of(model), hidden, positions_3d=False,
                                 dynamic_resolution=True,
                                 vision_axes={name: {1: "tiles"} for name in IMAGE_INPUTS})
 
@@ -95,7 +95,7 @@ class Idefics3:
         return _vision_class()(model)
 
     def embedding_module(self, model: Any) -> Any:
-        return vl_parts.embedding_module(model, _token(model))
+        return vl_parts.embedding_module(model, token_of(model))
 
     def decoder_module(self, model: Any) -> Any:
         return vl_parts.decoder_module(model)
@@ -167,12 +167,6 @@ class Idefics3:
             given = torch.from_numpy(np.asarray(features)).to(embeds.dtype)
             return np.asarray(model.model.inputs_merger(ids, embeds, given).float().numpy())
 
-    def prompt_positions(self, model: Any, samples: Mapping[str, np.ndarray]) -> np.ndarray:
-        return vl_parts.prompt_positions(model, samples)
-
-    def step_positions(self, previous: np.ndarray) -> np.ndarray:
-        return vl_parts.step_positions(previous)
-
     def unseen_image(self, model: Any, images: list[Image]) -> Image | None:
         """A tile count the samples lack: one more than the most, seeded random pixels."""
         return _tiles(model, max((int(image[PIXELS].shape[1]) for image in images),
@@ -190,12 +184,6 @@ def _tiles(model: Any, count: int) -> Image:
     pixels = np.random.default_rng(0).standard_normal((1, count, channels, size, size))
     return {PIXELS: pixels.astype(np.float32),
             MASK: np.ones((1, count, size, size), dtype=np.int64)}
-
-
-def _token(model: Any) -> int:
-    token = image_token(model)
-    assert token is not None
-    return token
 
 
 def _check_tokens(samples: Mapping[str, np.ndarray], token: int, per_tile: int) -> None:

@@ -23,7 +23,7 @@ from onnx_parity.models.vision_language import (
     Family,
     Image,
     PipelineContract,
-    image_token,
+    token_of,
 )
 
 IMAGE_INPUTS = ("pixel_values",)
@@ -62,7 +62,7 @@ def tokens_per_image(model: Any) -> int:
     return patches + int(cls and full)
 
 
-class Llava:
+class Llava(vl_parts.OneSize):
     """LLaVA; see the module's text."""
 
     name = "llava"
@@ -71,17 +71,13 @@ class Llava:
         return getattr(getattr(model, "config", None), "model_type", None) == "llava"
 
     def contract(self, model: Any, cache: CacheShape) -> PipelineContract:
-        token = image_token(model)
-        assert token is not None
+        token = token_of(model)
         hidden = int(model.config.get_text_config().hidden_size)
         return PipelineContract(cache, IMAGE_INPUTS, token, hidden, positions_3d=False,
                                 dynamic_resolution=False)
 
     def vision_module(self, model: Any) -> Any:
         return _vision_class()(model)
-
-    def embedding_module(self, model: Any) -> Any:
-        return vl_parts.embedding_module(model, _token(model))
 
     def decoder_module(self, model: Any) -> Any:
         return vl_parts.decoder_module(model)
@@ -91,7 +87,7 @@ class Llava:
 
     def rows(self, model: Any, samples: Mapping[str, np.ndarray],
              rows: slice) -> dict[str, np.ndarray]:
-        return vl_parts.fixed_rows(samples, rows, _token(model), tokens_per_image(model),
+        return vl_parts.fixed_rows(samples, rows, token_of(model), tokens_per_image(model),
                                    TEXT_INPUTS)
 
     def derive(self, model: Any, samples: Mapping[str, np.ndarray], contract: PipelineContract
@@ -99,36 +95,6 @@ class Llava:
         vl_parts.check_names("LLaVA", samples, TAKEN)
         vl_parts.check_fixed_tokens(samples, contract.image_token, tokens_per_image(model))
         return dict(samples), ()
-
-    def image_features(self, model: Any, image: Image) -> np.ndarray:
-        import torch
-
-        with torch.no_grad():
-            out = model.get_image_features(torch.from_numpy(np.asarray(image["pixel_values"])),
-                                           return_dict=True)
-        return vl_parts.features(out)
-
-    def merged_embeddings(self, model: Any, input_ids: np.ndarray,
-                          features: np.ndarray) -> np.ndarray:
-        return vl_parts.merged(model, input_ids, features, _token(model))
-
-    def prompt_positions(self, model: Any, samples: Mapping[str, np.ndarray]) -> np.ndarray:
-        return vl_parts.prompt_positions(model, samples)
-
-    def step_positions(self, previous: np.ndarray) -> np.ndarray:
-        return vl_parts.step_positions(previous)
-
-    def unseen_image(self, model: Any, images: list[Image]) -> Image | None:  # noqa: ARG002
-        return None  # one size
-
-    def example_image(self, model: Any) -> Image:
-        return vl_parts.example_image(model)
-
-
-def _token(model: Any) -> int:
-    token = image_token(model)
-    assert token is not None
-    return token
 
 
 FAMILY: Family = Llava()  # mypy checks it against the Protocol

@@ -1,5 +1,6 @@
-"""What the vision-language families of one-size or tiled images share (vl_llava.py,
-vl_idefics3.py, vl_gemma3.py): the embedding and decoder wrappers, and the sample rules of a
+"""What the vision-language families share: the embedding and decoder wrappers (every family),
+the 1-D positions (`TextPositions`: LLaVA, Idefics3, Gemma 3), and what a family of one image
+size takes from the model's own code (`OneSize`: LLaVA, Gemma 3), with the sample rules of a
 family whose every image makes the same number of image tokens.
 
 The embedding places the features at the image tokens in order (masked_scatter's order, row by
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.models.vision_language import Image
+from onnx_parity.models.vision_language import Image, token_of
 
 
 @functools.cache
@@ -164,3 +165,40 @@ def features(out: Any) -> np.ndarray:
     pooled = out.pooler_output
     joined = torch.cat(list(pooled)) if isinstance(pooled, (list, tuple)) else pooled
     return np.asarray(joined.reshape(-1, joined.shape[-1]).float().numpy())
+
+
+class TextPositions:
+    """1-D positions: transformers' generation's at the prompt, then the last plus one."""
+
+    def prompt_positions(self, model: Any, samples: Mapping[str, np.ndarray]) -> np.ndarray:
+        return prompt_positions(model, samples)
+
+    def step_positions(self, previous: np.ndarray) -> np.ndarray:
+        return step_positions(previous)
+
+
+class OneSize(TextPositions):
+    """A family of one image size: the model's get_image_features of pixel_values alone, its
+    masked_scatter merge, no unseen resolution, a seeded image of the tower's size for prompts
+    without images."""
+
+    def embedding_module(self, model: Any) -> Any:
+        return embedding_module(model, token_of(model))
+
+    def image_features(self, model: Any, image: Image) -> np.ndarray:
+        import torch
+
+        with torch.no_grad():
+            out = model.get_image_features(torch.from_numpy(np.asarray(image["pixel_values"])),
+                                           return_dict=True)
+        return features(out)
+
+    def merged_embeddings(self, model: Any, input_ids: np.ndarray,
+                          features: np.ndarray) -> np.ndarray:
+        return merged(model, input_ids, features, token_of(model))
+
+    def unseen_image(self, model: Any, images: list[Image]) -> Image | None:  # noqa: ARG002
+        return None  # one size
+
+    def example_image(self, model: Any) -> Image:
+        return example_image(model)

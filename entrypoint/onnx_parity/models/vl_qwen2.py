@@ -18,9 +18,10 @@ from typing import Any
 
 import numpy as np
 
+from onnx_parity.models import vl_parts
 from onnx_parity.models.decoder import CacheShape
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.models.vision_language import DerivedInput, Image, PipelineContract, image_token
+from onnx_parity.models.vision_language import DerivedInput, Image, PipelineContract, token_of
 
 IMAGE_INPUTS = ("pixel_values", "image_grid_thw")
 TAKEN = ("input_ids", "attention_mask", "mm_token_type_ids", *IMAGE_INPUTS)
@@ -28,7 +29,7 @@ TYPES = "mm_token_type_ids"
 
 
 @functools.cache
-def _wrappers() -> tuple[type, type, type]:
+def _vision_class() -> type:
     import torch
     from torch.nn import functional
 
@@ -52,42 +53,7 @@ def _wrappers() -> tuple[type, type, type]:
                 hidden = hidden + block.mlp(block.norm2(hidden))
             return visual.merger(hidden)
 
-    class Embedding(torch.nn.Module):
-        """The text embeddings with the image features scattered at the image tokens in order;
-        an image token past the features given (a generated one) stays text."""
-
-        def __init__(self, model: Any, token: int):
-            super().__init__()
-            self.embed, self.token = model.get_input_embeddings(), token
-            self.training = False
-
-        def forward(self, input_ids: Any, image_features: Any) -> Any:
-            embeds = self.embed(input_ids)
-            flat = (input_ids == self.token).reshape(-1)
-            order = torch.cumsum(flat.to(torch.int64), 0) - 1
-            count = image_features.shape[0]
-            placed = flat & (order < count)
-            padded = torch.cat([image_features.to(embeds.dtype),
-                                embeds.new_zeros((1, embeds.shape[-1]))], 0)
-            picked = padded[torch.where(placed, order, torch.full_like(order, count))]
-            merged = torch.where(placed[:, None], picked, embeds.reshape(-1, embeds.shape[-1]))
-            return merged.reshape(embeds.shape)
-
-    class Decoder(torch.nn.Module):
-        """The model's own forward fed inputs_embeds and 3-D position_ids, with its cache."""
-
-        def __init__(self, model: Any):
-            super().__init__()
-            self.model = model
-            self.training = False
-
-        def forward(self, inputs_embeds: Any, attention_mask: Any, position_ids: Any,
-                    past_key_values: Any = None, use_cache: bool = True) -> Any:
-            return self.model(inputs_embeds=inputs_embeds, attention_mask=attention_mask,
-                              position_ids=position_ids, past_key_values=past_key_values,
-                              use_cache=use_cache)
-
-    return Vision, Embedding, Decoder
+    return Vision
 
 
 def _patch_positions(torch: Any, patches: Any, grid: Any, merge: int) -> Any:
@@ -123,23 +89,20 @@ class Qwen2VL:
         return getattr(getattr(model, "config", None), "model_type", None) == "qwen2_vl"
 
     def contract(self, model: Any, cache: CacheShape) -> PipelineContract:
-        token = image_token(model)
-        assert token is not None
+        token = token_of(model)
         hidden = int(model.config.get_text_config().hidden_size)
         return PipelineContract(cache, IMAGE_INPUTS, token, hidden, positions_3d=True,
                                 dynamic_resolution=True,
                                 vision_axes={"pixel_values": {0: "patches"}})
 
     def vision_module(self, model: Any) -> Any:
-        return _wrappers()[0](model.model.visual)
+        return _vision_class()(model.model.visual)
 
     def embedding_module(self, model: Any) -> Any:
-        token = image_token(model)
-        assert token is not None
-        return _wrappers()[1](model, token)
+        return vl_parts.embedding_module(model, token_of(model))
 
     def decoder_module(self, model: Any) -> Any:
-        return _wrappers()[2](model)
+        return vl_parts.decoder_module(model)  # fed 3-D position_ids, which it passes on
 
     def images(self, samples: Mapping[str, np.ndarray]) -> list[Image]:
         if "image_grid_thw" not in samples:
@@ -218,7 +181,7 @@ class Qwen2VL:
         return np.asarray(positions[1:].numpy()).astype(np.int64)  # row 0: text positions
 
     def step_positions(self, previous: np.ndarray) -> np.ndarray:
-        return (previous[..., -1:] + 1).astype(np.int64)
+        return vl_parts.step_positions(previous)  # each of the three rows plus one
 
     def unseen_image(self, model: Any, images: list[Image]) -> Image | None:
         """A grid the samples lack: one merge block taller than the largest image (of
