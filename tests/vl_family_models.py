@@ -26,18 +26,18 @@ def _spread(model):
     return model.eval()
 
 
-def _llama():
+def _llama(**text):
     from transformers import LlamaConfig
 
-    return LlamaConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
-                       num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                       max_position_embeddings=128, pad_token_id=0, bos_token_id=1,
-                       eos_token_id=None)
+    return LlamaConfig(**{**dict(vocab_size=128, hidden_size=32, intermediate_size=64,
+                                 num_hidden_layers=2, num_attention_heads=4,
+                                 num_key_value_heads=2, max_position_embeddings=128,
+                                 pad_token_id=0, bos_token_id=1, eos_token_id=None), **text})
 
 
-def llava(strategy="default", layer=-2):
+def llava(strategy="default", layer=-2, **text):
     """CLIP tower of 32x32 images in 8x8 patches (16 tokens an image; 17 with the class token
-    under the "full" strategy), Llama decoder."""
+    under the "full" strategy), Llama decoder (`text`: its config's keys replaced)."""
     from transformers import CLIPVisionConfig, LlavaConfig, LlavaForConditionalGeneration
 
     torch.manual_seed(0)
@@ -45,7 +45,7 @@ def llava(strategy="default", layer=-2):
                               num_attention_heads=2, image_size=32, patch_size=8,
                               projection_dim=32)
     return _spread(LlavaForConditionalGeneration(LlavaConfig(
-        vision_config=vision, text_config=_llama(), image_token_id=IMAGE,
+        vision_config=vision, text_config=_llama(**text), image_token_id=IMAGE,
         vision_feature_layer=layer, vision_feature_select_strategy=strategy,
         image_seq_length=16)))
 
@@ -74,7 +74,7 @@ def smolvlm():
         vision_config=vision, text_config=_llama(), image_token_id=IMAGE, scale_factor=2)))
 
 
-def gemma3(vocab_size=128):
+def gemma3(vocab_size=128, sliding_window=512):
     """SigLIP tower of 32x32 images pooled to 4 tokens, a Gemma 3 decoder of one sliding and
     one full layer; `vocab_size` 127 puts the image token outside the vocabulary."""
     from transformers import (Gemma3Config, Gemma3ForConditionalGeneration, Gemma3TextConfig,
@@ -85,7 +85,8 @@ def gemma3(vocab_size=128):
                                 num_attention_heads=2, image_size=32, patch_size=8)
     text = Gemma3TextConfig(vocab_size=vocab_size, hidden_size=32, intermediate_size=64,
                             num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                            head_dim=8, max_position_embeddings=128, sliding_window=512,
+                            head_dim=8, max_position_embeddings=128,
+                            sliding_window=sliding_window,
                             layer_types=["sliding_attention", "full_attention"],
                             pad_token_id=0, bos_token_id=2, eos_token_id=None)
     return _spread(Gemma3ForConditionalGeneration(Gemma3Config(

@@ -37,6 +37,7 @@ from onnx_parity.models import (
     decoder_spec,
     embedding_samples,
     embedding_spec,
+    position_limits,
     vision_samples,
     vision_spec,
 )
@@ -51,6 +52,7 @@ from onnx_parity.verification import (
     PipelineSide,
     check_files,
     check_generation,
+    check_vl_thresholds,
     localise,
     open_pipeline,
 )
@@ -191,6 +193,12 @@ def _generated(exported: tuple[ExportOutcome, ModelSpec, tuple[Any, Any]], decod
     with timer.step("generate"):
         generated = check_generation(decoders, decoders.pipeline.prompts, ledger.spec,
                                      ledger.findings)
+    with timer.step("thresholds"):  # the text config's position thresholds, crossed
+        generate = ledger.spec.generate
+        limits = position_limits(decoders.module, generate.max_context if generate else None)
+        if limits.thresholds:  # PyTorch's steps beside the generation check's session
+            decoders.weights.restore()
+        crossed = check_vl_thresholds(decoders, ledger.spec, limits, generated.session)
     generated.session = None
     findings = generated.findings
     # Past a failing vision or embedding file the decoding differs downstream of it: the
@@ -202,8 +210,9 @@ def _generated(exported: tuple[ExportOutcome, ModelSpec, tuple[Any, Any]], decod
             findings = localised_step(Failed(outcome, step, generated.failing, findings),
                                       module, job, ledger, timer)
     ledger.findings += files.findings + _through(findings, ledger.spec.name, upstream)
+    ledger.findings += crossed.findings
     ledger.comparisons += generated.comparisons
-    ledger.generation = dataclasses.replace(generated.result,
+    ledger.generation = dataclasses.replace(generated.result, thresholds=crossed.runs,
                                             pipeline=_pipeline(decoders, files, ledger.spec))
     if ledger.spec.variants:  # said, not silently left out
         ledger.variants += skipped_variants(ledger.spec, outcome.model.size_bytes if

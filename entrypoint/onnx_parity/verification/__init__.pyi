@@ -22,6 +22,7 @@ from .verified import Exported, TorchSide, Verified, verify_model
 from .vl_decoding import PipelineSide, open_pipeline
 from .vl_files import FailingCall, FilesChecked, check_files
 from .vl_runtime import check_vision_runtime
+from .vl_thresholds import check_vl_thresholds
 
 __all__ = [
     "Assumed",
@@ -50,6 +51,7 @@ __all__ = [
     "check_runtime",
     "check_thresholds",
     "check_vision_runtime",
+    "check_vl_thresholds",
     "drift_findings",
     "failing_cut",
     "file_repro",

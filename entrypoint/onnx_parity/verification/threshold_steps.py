@@ -11,7 +11,9 @@ works on the pinned stack (measured, docs/generation.md).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
@@ -19,6 +21,7 @@ from onnx_parity.findings import Finding
 from onnx_parity.generation_results import ThresholdRun, ThresholdStep
 from onnx_parity.models import PositionLimits, Threshold
 from onnx_parity.settings import ModelSpec
+from onnx_parity.verification.decoding import StepOutput
 from onnx_parity.verification.generation import Decoders
 from onnx_parity.verification.run_failures import runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session
@@ -51,15 +54,30 @@ FIXES = {
 _DEFAULT_FIX = "Compute both sides of the length's test in the graph (torch.where), " + _CAP
 
 
+class Stepper(Protocol):
+    """One side of the steps: a token (rows, 1) and the whole mask -> the step's output."""
+
+    def step(self, ids: np.ndarray, mask: np.ndarray) -> StepOutput: ...
+
+
+# Both sides holding a built past: PyTorch's, then the file's.
+Sides = Callable[[PastSide, Session, BuiltPast], tuple[Stepper, Stepper]]
+
+
 @dataclass(frozen=True)
 class ThresholdCheck:
     """What the steps are run with, beside the thresholds: the built past's side, the file's
-    session, the prompt rows (ids, mask) and the tolerance (atol, rtol)."""
+    session, the prompt rows (ids, mask) and the tolerance (atol, rtol). `sides`: the two
+    sides holding the built past (a decoder's by default; a vision-language pipeline's from
+    verification/vl_thresholds.py); `rows`: which prompt rows the past was built from, when
+    not the first batch as given (said first in the run's `built`)."""
 
     side: PastSide
     session: Session
     prompts: tuple[np.ndarray, np.ndarray]
     tolerance: tuple[float, float]
+    sides: Sides = sides
+    rows: str = ""
 
 
 @dataclass
@@ -80,17 +98,22 @@ def check_thresholds(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
                  for name in ("input_ids", "attention_mask"))
     side = PastSide(decoders.module, decoders.shape, decoders.flat, dict(spec.forward_kwargs),
                     decoders.dtype)
+    return crossed(ThresholdCheck(side, session, (rows[0], rows[1]), (spec.atol, spec.rtol)),
+                   limits)
+
+
+def crossed(check: ThresholdCheck, limits: PositionLimits) -> ThresholdsChecked:
+    """Every threshold of `limits`: crossed when below the context, else recorded as skipped;
+    onnxruntime failing at a step is a runtime-error finding."""
     try:
-        return crossed(ThresholdCheck(side, session, (rows[0], rows[1]), (spec.atol, spec.rtol)),
-                       limits)
+        return _judged(check, limits)
     except RuntimeFailure as error:
         return ThresholdsChecked(findings=[runtime_finding(
             "onnxruntime fails at a position threshold's decoding step", error)])
 
 
-def crossed(check: ThresholdCheck, limits: PositionLimits) -> ThresholdsChecked:
-    """Every threshold of `limits`: crossed when below the context, else recorded as skipped.
-    Each PyTorch step is one run (models/module_state.py): a dynamic rope that grows its
+def _judged(check: ThresholdCheck, limits: PositionLimits) -> ThresholdsChecked:
+    """Each PyTorch step is one run (models/module_state.py): a dynamic rope that grows its
     tables at a long past leaves them as they settled."""
     runs: list[ThresholdRun] = []
     for threshold in limits.thresholds:
@@ -116,11 +139,11 @@ def _crossed(check: ThresholdCheck, threshold: Threshold) -> ThresholdRun:
     lengths = past_lengths(threshold.value)
     built = build_past(check.side, check.prompts, lengths[0])
     return ThresholdRun(threshold.key, threshold.value, threshold.layers,
-                        _steps(check, built, len(lengths)), built.described())
+                        _steps(check, built, len(lengths)), check.rows + built.described())
 
 
 def _steps(check: ThresholdCheck, built: BuiltPast, count: int) -> tuple[ThresholdStep, ...]:
-    torch_side, onnx_side = sides(check.side, check.session, built)
+    torch_side, onnx_side = check.sides(check.side, check.session, built)
     mask, token = built.mask, built.token
     steps = []
     for _ in range(count):
