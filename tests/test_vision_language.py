@@ -245,6 +245,39 @@ def test_image_tokens_that_do_not_match_the_images_are_a_load_error(tmp_path: Pa
     assert "processor" in finding["fix"]
 
 
+QWEN25 = MODELS + '''
+
+def qwen2_5_vl():
+    """An architecture no family takes (yet): Qwen2.5-VL's window attention."""
+    from transformers import Qwen2_5_VLConfig, Qwen2_5_VLForConditionalGeneration
+
+    torch.manual_seed(0)
+    text = config().text_config.to_dict()
+    vision = dict(depth=2, hidden_size=32, out_hidden_size=64, intermediate_size=64,
+                  num_heads=2, patch_size=4, spatial_merge_size=2, temporal_patch_size=2,
+                  window_size=16, fullatt_block_indexes=[1])
+    return Qwen2_5_VLForConditionalGeneration(Qwen2_5_VLConfig(
+        text_config=text, vision_config=vision, image_token_id=IMAGE, video_token_id=121,
+        vision_start_token_id=START, vision_end_token_id=END)).eval()
+'''
+
+
+@pytest.mark.slow
+def test_a_vision_language_architecture_no_family_takes_is_named(tmp_path: Path) -> None:
+    """Image inputs on a VLM this version has no family for: a load-error naming its
+    architecture and the ones it exports, with the text-only fix (not the encoder-decoder
+    message a decoder's extra inputs get)."""
+    repo = write_model_repo(tmp_path, ("vlm", QWEN25), vl_samples(),
+                            CONFIG.replace("models.vlm:qwen2_vl", "models.vlm:qwen2_5_vl"))
+    run = run_cli("check", "--jobs", "1", cwd=repo, out=tmp_path / "out")
+    [result] = run.report()["models"]
+    [finding] = [f for f in result["findings"] if f["code"] == "load-error"]
+    assert "its architecture (qwen2_5_vl) is not one this version exports" in finding["message"]
+    assert "qwen2-vl, llava, idefics3, gemma3" in finding["message"]
+    assert "encoder-decoder" not in finding["message"]
+    assert "prompts only" in finding["fix"]
+    assert not result["passed"]  # never its images silently left out
+
 # ---- the family's pieces, in process ----
 
 @pytest.fixture(scope="module")

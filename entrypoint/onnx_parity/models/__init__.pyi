@@ -33,6 +33,7 @@ from .vision_language import (
     Family,
     Image,
     PipelineContract,
+    declared_family,
     family_of,
     is_vision_language,
 )
@@ -76,6 +77,7 @@ __all__ = [
     "cast_samples",
     "checkpoint_classes",
     "companion_pins",
+    "declared_family",
     "decoder_module",
     "decoder_samples",
     "decoder_spec",

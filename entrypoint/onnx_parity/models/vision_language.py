@@ -27,12 +27,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from onnx_parity.models.load_errors import LoadError
+
 if TYPE_CHECKING:  # models/decoder.py asks this module whether a model is a VLM
     from onnx_parity.models.decoder import CacheShape
 
 IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
 IMAGE_FEATURES = "image_features"
 INPUTS_EMBEDS = "inputs_embeds"
+TEXT_PROMPTS = ("input_ids", "attention_mask")  # models/decoder.py's PROMPTS
 # One module per family, each exposing FAMILY; a new family adds its line here.
 FAMILY_MODULES = ("onnx_parity.models.vl_qwen2", "onnx_parity.models.vl_llava",
                   "onnx_parity.models.vl_idefics3", "onnx_parity.models.vl_gemma3")
@@ -198,3 +201,21 @@ def family_of(model: Any) -> Family | None:
     if not is_vision_language(model):
         return None
     return next((family for family in families() if family.matches(model)), None)
+
+
+def declared_family(model: Any, name: str, inputs: tuple[str, ...]) -> Family | None:
+    """The family a generating entry is checked by: None for a text model, and for a VLM
+    declared with its prompts only (its text decoder checked alone); a VLM given image inputs
+    that no family takes is a LoadError naming its architecture (never its images ignored)."""
+    family = family_of(model)
+    if family is not None or not is_vision_language(model) or set(inputs) <= set(TEXT_PROMPTS):
+        return family
+    architecture = getattr(getattr(model, "config", None), "model_type", None) or "?"
+    known = ", ".join(known.name for known in families())
+    raise LoadError(
+        f'model "{name}": `inputs` gives {", ".join(sorted(inputs))}, the inputs of a '
+        f"vision-language model, and its architecture ({architecture}) is not one this version "
+        f"exports as vision, embedding and decoder files (it does: {known}).",
+        fix="Check its text decoder alone with the prompts only, inputs = { input_ids = "
+            '"samples/ids.npy", attention_mask = "samples/mask.npy" }, or declare a model of '
+            "a supported architecture.")

@@ -34,10 +34,10 @@ from onnx_parity.models import (
     build_model,
     cache_shape,
     cast_samples,
+    declared_family,
     decoder_module,
     encoder_module,
     encoder_spec,
-    family_of,
     load_eval_tokens,
     load_samples,
     position_limits,
@@ -73,7 +73,8 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
         loaded = build_model(spec, repo)
         ledger.findings += loaded.findings
         spec = ledger.spec = at_dtype(spec, loaded.dtype)
-        family = family_of(loaded.module)
+        given = tuple(spec.inputs) if isinstance(spec.inputs, dict) else ()
+        family = declared_family(loaded.module, spec.name, given)
         if family is None:
             shape = cache_shape(loaded.module, spec)
             module, step = decoder_module(loaded.module, spec, shape), step_spec(spec, shape)
