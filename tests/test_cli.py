@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 import pytest
+from regenerate import console_verdict, readme_console_block
 
 from ci_schemas import junit_errors, sarif_errors
 from fixture_repo.harness import CliRun, copy_repo, line_of, run_cli, write_samples
@@ -22,6 +23,7 @@ from onnx_parity.settings.loading import MODEL_KEYS
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = REPO_ROOT / "examples" / "seed-failures"
 EXPECTED_LOCAL = REPO_ROOT / "tests" / "expected" / "seed-failures.local.md"
+README = REPO_ROOT / "README.md"
 # A figure as the report prints it (1.01e+02, 2.98e-08); those below NOISE are float rounding,
 # which differs by CPU (AVX-512 or not) at the last digits, and are compared as "noise" only.
 FIGURE = re.compile(r"\b\d\.\d\de[+-]\d\d\b")
@@ -264,3 +266,26 @@ def test_example_report_is_the_documented_comment(example_run: CliRun) -> None:
     expected = EXPECTED_LOCAL.read_text(encoding="utf-8")
     assert actual.splitlines()[-1].startswith("<sub>onnx-parity ")  # the footer: versions
     assert _comparable(actual) == _comparable(expected)
+
+
+MEMORY = re.compile(r"\b\d+ [MG]B\b")
+REPORT_LINE = re.compile(r"^report: .*report\.md$")
+
+
+def _console_comparable(lines: list[str]) -> list[str]:
+    """The console's verdict with what a machine decides masked: rounding-level figures, the
+    workers' peak memory and the output folder's path (the README's run uses the default)."""
+    masked = [FIGURE.sub(lambda m: "<noise>" if float(m.group()) < NOISE else m.group(), line)
+              for line in lines]
+    return [REPORT_LINE.sub("report: <out>/report.md", MEMORY.sub("<rss>", line))
+            for line in masked]
+
+
+def test_readme_console_block_is_what_the_example_prints(example_run: CliRun) -> None:
+    """README.md's console block is a run of the example (`python tests/expected/regenerate.py
+    --from-example` rewrites it): its rows, verdicts, findings and figures above rounding noise
+    are what a real run prints, so a change of the console cannot leave the README stale."""
+    readme = README.read_text(encoding="utf-8").splitlines()
+    start, end = readme_console_block("\n".join(readme))
+    assert _console_comparable(readme[start:end]) == \
+        _console_comparable(console_verdict(example_run.stdout))
