@@ -54,7 +54,7 @@ from onnx_parity.verification import (
     EncoderSide,
     check_generation,
     check_thresholds,
-    localise,
+    deadline_for,
 )
 
 if TYPE_CHECKING:
@@ -87,7 +87,7 @@ def generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: Time
         return
     with timer.step("export"):
         outcome = export_model(module, bound, step, repo, workdir,
-                               localise.deadline_for(spec.timeout_seconds, timer.started))
+                               deadline_for(spec.timeout_seconds, timer.started))
         ledger.attempts += outcome.attempts
         ledger.findings += outcome.findings
         ledger.exporter = outcome.exporter

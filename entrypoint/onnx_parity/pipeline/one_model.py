@@ -62,10 +62,13 @@ from onnx_parity.verification import (
     Assumed,
     CutRun,
     Exported,
+    Localisation,
     TorchSide,
     Verified,
     attach_localised,
+    deadline_for,
     frozen,
+    localisation_target,
     localise,
     reference_finding,
     sample_notes,
@@ -212,7 +215,7 @@ def _checked(job: ModelJob, workdir: Path, ledger: Ledger,
     spec = ledger.spec = job.spec
     with timer.step("export"):
         outcome = export_model(loaded.module, bound, spec, repo, workdir,
-                               localise.deadline_for(spec.timeout_seconds, timer.started))
+                               deadline_for(spec.timeout_seconds, timer.started))
         _record_export(outcome, ledger)
     if outcome.model is None:
         if outcome.frozen:
@@ -223,7 +226,7 @@ def _checked(job: ModelJob, workdir: Path, ledger: Ledger,
     built = Built(loaded, bound, samples, outcome)
     with timer.step("verify"):
         verified = _verify(built, job, ledger)
-    failure = localise.target(verified.findings, verified.failed)
+    failure = localisation_target(verified.findings, verified.failed)
     if failure is not None:
         with timer.step("localise"):
             _localise(built, failure, verified, job, ledger, timer)
@@ -269,11 +272,11 @@ def _localise(built: Built, failure: tuple[CutRun, str, bool], verified: Verifie
     assert outcome.model is not None
     # A call with structure was exported through a flat wrapper: localisation runs that.
     module, bound = outcome.exported or (built.loaded.module, built.bound)
-    request = localise.Localisation(
+    request = Localisation(
         module, outcome.program, outcome.exporter or "", outcome.model,
-        bound, spec, job.repo, localise.deadline_for(spec.timeout_seconds, timer.started),
+        bound, spec, job.repo, deadline_for(spec.timeout_seconds, timer.started),
         outcome.attempts)
-    localised = localise.localise(request, *failure)
+    localised = localise(request, *failure)
     ledger.divergence, ledger.repro = localised.divergence, localised.repro
     verified.findings = attach_localised(verified.findings, localised, job.repo)
 

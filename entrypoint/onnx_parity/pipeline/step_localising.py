@@ -13,9 +13,12 @@ from onnx_parity.models import BoundInputs
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification import (
     FailingStep,
+    Localisation,
     StepCase,
     attach_localised,
+    deadline_for,
     failing_cut,
+    localisation_target,
     localise,
     not_localised,
     step_repro,
@@ -44,14 +47,14 @@ def localised_step(failed: Failed, exported: tuple[Any, BoundInputs], job: Model
     assert outcome.model is not None
     module, bound = outcome.exported or exported
     cut = failing_cut(module, outcome.model.path, bound, spec, failed.failing)
-    target = localise.target(failed.findings, [cut])
+    target = localisation_target(failed.findings, [cut])
     localised = None
     if target is not None:  # else explained by a baked branch: no node to name
-        request = localise.Localisation(
+        request = Localisation(
             module, outcome.program, outcome.exporter or "", outcome.model, bound, spec,
-            job.repo, localise.deadline_for(spec.timeout_seconds, timer.started),
+            job.repo, deadline_for(spec.timeout_seconds, timer.started),
             outcome.attempts)
-        localised = localise.localise(request, *target)
+        localised = localise(request, *target)
         ledger.divergence = localised.divergence
     case = StepCase(ledger.spec.name, outcome.model.path, failed.failing, job.threads)
     ledger.repro = step_repro(case, ledger.spec, localised.repro if localised else None,

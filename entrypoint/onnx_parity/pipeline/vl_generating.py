@@ -53,7 +53,7 @@ from onnx_parity.verification import (
     check_files,
     check_generation,
     check_vl_thresholds,
-    localise,
+    deadline_for,
     open_pipeline,
 )
 
@@ -81,7 +81,7 @@ def vl_generation_checked(job: ModelJob, workdir: Path, ledger: Ledger, timer: T
                                                         dtype), ())
     with timer.step("export"):
         outcome = export_model(step, bound, decoder, job.repo, workdir,
-                               localise.deadline_for(spec.timeout_seconds, timer.started))
+                               deadline_for(spec.timeout_seconds, timer.started))
         _record(outcome, ledger)
     if outcome.model is None:
         return

@@ -24,8 +24,11 @@ from onnx_parity.verification import (
     Cut,
     CutRun,
     FailingCall,
+    Localisation,
     attach_localised,
+    deadline_for,
     file_repro,
+    localisation_target,
     localise,
     open_session,
     run_cut,
@@ -59,7 +62,7 @@ def localised_parts(parts: dict[str, Part], failing: list[FailingCall],
             continue
         bound, cut = _cut(part, call, run[0].threads)
         mine = [finding for finding in findings if finding.message.startswith(call.where)]
-        target = localise.target(mine, [cut])
+        target = localisation_target(mine, [cut])
         if target is None:  # the file computes what the wrapper computes there
             findings = [_wrapper_differs(finding, cut, call.file) if finding in mine
                         else finding for finding in findings]
@@ -88,10 +91,10 @@ def _localised(part: Part, bound: Any, target: tuple[CutRun, str, bool],
     job, ledger, timer = run
     outcome, spec = part.outcome, part.spec
     assert outcome.model is not None
-    request = localise.Localisation(
+    request = Localisation(
         part.module, outcome.program, outcome.exporter or "", outcome.model, bound, spec,
-        job.repo, localise.deadline_for(spec.timeout_seconds, timer.started), outcome.attempts)
-    localised = localise.localise(request, *target)
+        job.repo, deadline_for(spec.timeout_seconds, timer.started), outcome.attempts)
+    localised = localise(request, *target)
     ledger.divergence, ledger.repro = localised.divergence, localised.repro
     if ledger.repro is None:  # no node named: the file alone, rerun at that call
         ledger.repro = file_repro(ledger.spec.name, outcome.model, target[0], spec, job.repo)

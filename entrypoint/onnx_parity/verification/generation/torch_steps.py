@@ -3,24 +3,22 @@
 The two sides are independent once PyTorch's tokens are known (onnxruntime is fed PyTorch's
 token at every step), so PyTorch decodes every chunk of prompts first and its step outputs are
 kept; the model's weights can then leave memory (models/offload.py) before onnxruntime opens
-its own copy of them and replays the same steps (verification/generation.py). What is kept is
+its own copy of them and replays the same steps (checked.py). What is kept is
 small beside the weights: each step's logits and presents, for the committed prompts.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from onnx_parity.settings import ModelSpec
-from onnx_parity.verification.decoding import StepOutput, TorchDecoder
-from onnx_parity.verification.encoder_decoding import TorchEncoderDecoder
-from onnx_parity.verification.vl_decoding import TorchPipeline
-
-if TYPE_CHECKING:
-    from onnx_parity.verification.generation import Decoders
+from onnx_parity.verification.generation.decoders import Decoders
+from onnx_parity.verification.generation.decoding import StepOutput, TorchDecoder
+from onnx_parity.verification.generation.encoder_decoding import TorchEncoderDecoder
+from onnx_parity.verification.generation.vision_language.decoding import TorchPipeline
 
 
 @dataclass(frozen=True)

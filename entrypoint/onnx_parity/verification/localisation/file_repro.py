@@ -13,8 +13,8 @@ from onnx_parity.model_files import ModelFile
 from onnx_parity.results import Repro
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.cuts import CutRun
+from onnx_parity.verification.localisation.repro import ReproCase, build_repro
 from onnx_parity.verification.onnx_values import read_graph
-from onnx_parity.verification.repro import ReproCase, build_repro
 
 WHOLE_FILE = "file-call"  # results.Repro.found_by of a whole file's folder
 

@@ -15,21 +15,32 @@ import dataclasses
 import textwrap
 import time
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any
 
 import numpy as np
 
 from onnx_parity.findings import CATALOGUE, Finding
-from onnx_parity.model_files import ModelFile
-from onnx_parity.models import BoundInputs, as_call
-from onnx_parity.results import Divergence, ExportAttempt, NodeCheck, OutputComparison, Repro
-from onnx_parity.settings import ModelSpec
-from onnx_parity.verification.call_sites import placed_by_calls
+from onnx_parity.models import as_call
+from onnx_parity.results import Divergence, NodeCheck, OutputComparison, Repro
 from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.cuts import CutRun, ort_feed
-from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
-from onnx_parity.verification.divergence_text import dynamo_hint
+from onnx_parity.verification.localisation.call_sites import placed_by_calls
+from onnx_parity.verification.localisation.divergence import Verdict, feeders, first_divergence
+from onnx_parity.verification.localisation.divergence_text import dynamo_hint
+from onnx_parity.verification.localisation.reduce import (
+    DISABLED,
+    PYTORCH,
+    Reduced,
+    reduce_model,
+)
+from onnx_parity.verification.localisation.repro import ReproCase, build_repro
+from onnx_parity.verification.localisation.request import Localisation
+from onnx_parity.verification.localisation.torch_values import (
+    LocalisationTimeout,
+    fx_values,
+    leaf_modules,
+    module_values,
+    wrapper_prefix,
+)
 from onnx_parity.verification.node_sources import Origin, dynamo_origin, module_origin
 from onnx_parity.verification.onnx_values import (
     LOCALISATION_LEVEL,
@@ -38,21 +49,7 @@ from onnx_parity.verification.onnx_values import (
     read_graph,
     scope_module,
 )
-from onnx_parity.verification.reduce import (
-    DISABLED,
-    PYTORCH,
-    Reduced,
-    reduce_model,
-)
-from onnx_parity.verification.repro import ReproCase, build_repro
 from onnx_parity.verification.runtime import RuntimeFailure
-from onnx_parity.verification.torch_values import (
-    LocalisationTimeout,
-    fx_values,
-    leaf_modules,
-    module_values,
-    wrapper_prefix,
-)
 
 
 def _needs_dynamo(request: Localisation) -> str:
@@ -62,22 +59,6 @@ def _needs_dynamo(request: Localisation) -> str:
         return dynamo_hint(request.attempts)
     return ("the file comes from `export-command`, and localising a mismatch to a line needs "
             "the tool's own dynamo export: run the check once without `export-command`")
-
-
-@dataclass(frozen=True)
-class Localisation:
-    """What localising needs, all of it in the worker's memory."""
-
-    module: Any  # the user's nn.Module (the reference)
-    program: Any  # dynamo's ONNXProgram, or None for TorchScript
-    exporter: str
-    model: ModelFile  # the shipped model
-    bound: BoundInputs
-    spec: ModelSpec
-    repo: Path
-    deadline: float  # time.monotonic() by which it must be done (the model's timeout)
-    # The export's attempts: whether dynamo, whose graph records lines, exports this model.
-    attempts: tuple[ExportAttempt, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -116,7 +97,8 @@ def deadline_for(timeout_seconds: float, started: float) -> float:
     return started + timeout_seconds - max(2.0, 0.1 * timeout_seconds)
 
 
-def target(findings: list[Finding], failed: list[CutRun]) -> tuple[CutRun, str, bool] | None:
+def localisation_target(findings: list[Finding],
+                        failed: list[CutRun]) -> tuple[CutRun, str, bool] | None:
     """The first failing cut and output that a parity or NaN finding reports, else one that
     optimizer-drift reports (True: reduce against the graph with optimizations disabled)."""
     # A mismatch a baked branch or a frozen size explains is not an operator's drift.

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -29,14 +29,12 @@ from onnx_parity.models import as_call
 from onnx_parity.results import Repro
 from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.cuts import CutRun, ort_feed
+from onnx_parity.verification.localisation.repro import ReproCase, build_repro, subgraph_inputs
+from onnx_parity.verification.localisation.request import Localisation
+from onnx_parity.verification.localisation.torch_values import LocalisationTimeout, fx_values
 from onnx_parity.verification.node_sources import dynamo_origin
 from onnx_parity.verification.onnx_values import Graph, intermediate_values, read_graph
-from onnx_parity.verification.repro import ReproCase, build_repro, subgraph_inputs
 from onnx_parity.verification.runtime import RuntimeFailure, open_session, run_session
-from onnx_parity.verification.torch_values import LocalisationTimeout, fx_values
-
-if TYPE_CHECKING:
-    from onnx_parity.verification.localise import Localisation
 
 PYTORCH, DISABLED = "pytorch", "optimizations-disabled"
 FOUND_BY = {PYTORCH: "bisection", DISABLED: "optimizer-bisection"}

@@ -6,7 +6,7 @@ generated greedily for `steps` tokens twice: by the runtime's Generator fed what
 returns (`input_ids`, the image inputs, `num_image_tokens`: the features each image makes, which
 genai sizes `image_features` by), and by the model's own `generate` on the same inputs (the
 reference for the whole pipeline: the model's vision tower, merge and rope index, not our
-wrappers). The tokens are compared as genai_runtime.py compares a decoder's.
+wrappers). The tokens are compared as generation/genai_runtime.py compares a decoder's.
 """
 
 from __future__ import annotations
@@ -20,7 +20,12 @@ from onnx_parity.findings import Finding
 from onnx_parity.generation_results import RuntimeGeneration
 from onnx_parity.models import Family
 from onnx_parity.settings import GENAI, ModelSpec
-from onnx_parity.verification.genai_runtime import Greedy, genai_greedy, genai_model, reviewed
+from onnx_parity.verification.generation.genai_runtime import (
+    Greedy,
+    genai_greedy,
+    genai_model,
+    reviewed,
+)
 from onnx_parity.verification.run_failures import runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure
 

@@ -20,9 +20,9 @@ from typing import Any
 
 from onnx_parity.locations import repo_relative
 from onnx_parity.models import Call
+from onnx_parity.verification.localisation.torch_values import module_callers, wrapper_prefix
 from onnx_parity.verification.node_sources import Origin, dynamo_origin
 from onnx_parity.verification.onnx_values import GraphNode, module_and_op
-from onnx_parity.verification.torch_values import module_callers, wrapper_prefix
 
 
 def placed_by_calls(module: Any, call: Call, repo: Path, unplaced: dict[str, GraphNode],

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.models import Family, PipelineContract, one_run
-from onnx_parity.verification.decoding import StepOutput, step_failure
+from onnx_parity.verification.generation.decoding import StepOutput, step_failure
 from onnx_parity.verification.runtime import Session, open_session, run_session
 
 

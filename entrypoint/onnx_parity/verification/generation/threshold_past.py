@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.models import CacheShape
-from onnx_parity.verification.decoding import OnnxDecoder, TorchDecoder
+from onnx_parity.verification.generation.decoding import OnnxDecoder, TorchDecoder
 from onnx_parity.verification.runtime import Session
 
 SEED = 0

@@ -20,9 +20,9 @@ import numpy as np
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import RuntimeGeneration
 from onnx_parity.settings import GENAI, ModelSpec
-from onnx_parity.verification.decoding import TorchDecoder
-from onnx_parity.verification.generation import Decoders
-from onnx_parity.verification.generation_review import (
+from onnx_parity.verification.generation.decoders import Decoders
+from onnx_parity.verification.generation.decoding import TorchDecoder
+from onnx_parity.verification.generation.review import (
     Miss,
     runtime_mismatch_finding,
     token_difference,

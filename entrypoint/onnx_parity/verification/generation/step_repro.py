@@ -31,13 +31,13 @@ from onnx_parity.generation_results import StepRepro
 from onnx_parity.results import OutputComparison, Repro
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import Mask, compare_masked
-from onnx_parity.verification.generation import (
+from onnx_parity.verification.generation.checked import (
     FailingStep,
     compared_positions,
     compared_present,
 )
-from onnx_parity.verification.localise import Localised
-from onnx_parity.verification.repro import MB
+from onnx_parity.verification.localisation.localise import Localised
+from onnx_parity.verification.localisation.repro import MB
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session, run_session
 
 STEP_INPUTS, STEP_EXPECTED, COMPARED = "step_inputs.npz", "step_expected.npz", "compared"

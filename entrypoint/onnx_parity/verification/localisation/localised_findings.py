@@ -12,9 +12,9 @@ from onnx_parity.finding_details import FirstDivergence
 from onnx_parity.findings import CATALOGUE, Finding
 from onnx_parity.locations import source_line
 from onnx_parity.results import Divergence, NodeCheck
-from onnx_parity.verification.divergence_text import first_sentence
-from onnx_parity.verification.localise import Localised
-from onnx_parity.verification.reduce import attach_reduction
+from onnx_parity.verification.localisation.divergence_text import first_sentence
+from onnx_parity.verification.localisation.localise import Localised
+from onnx_parity.verification.localisation.reduce import attach_reduction
 
 
 def attach_localised(findings: list[Finding], localised: Localised,

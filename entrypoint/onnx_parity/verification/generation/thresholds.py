@@ -2,7 +2,7 @@
 
 A threshold T (models/thresholds.py) below the model's context gets one-token steps at total
 lengths T - 1, T and T + 1 (past lengths T - 2, T - 1, T), from a past built to T - 2
-(verification/threshold_past.py), each side then feeding its own cache back and both fed
+(threshold_past.py), each side then feeding its own cache back and both fed
 PyTorch's greedy token, as the generation check does. A step whose logits are outside the
 tolerance, or whose greedy token differs, fails: `position-threshold` names the config key, its
 value, the past length, the max logit difference and the rows that differ, with a fix that
@@ -21,11 +21,16 @@ from onnx_parity.findings import Finding
 from onnx_parity.generation_results import ThresholdRun, ThresholdStep
 from onnx_parity.models import PositionLimits, Threshold
 from onnx_parity.settings import ModelSpec
-from onnx_parity.verification.decoding import StepOutput
-from onnx_parity.verification.generation import Decoders
+from onnx_parity.verification.generation.decoders import Decoders
+from onnx_parity.verification.generation.decoding import StepOutput
+from onnx_parity.verification.generation.threshold_past import (
+    BuiltPast,
+    PastSide,
+    build_past,
+    sides,
+)
 from onnx_parity.verification.run_failures import runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session
-from onnx_parity.verification.threshold_past import BuiltPast, PastSide, build_past, sides
 
 _CAP = ("or deploy the model no longer than the threshold (generation's max length at most "
         "{value}) and set max-context = {value} in `generate`")
@@ -69,7 +74,7 @@ class ThresholdCheck:
     """What the steps are run with, beside the thresholds: the built past's side, the file's
     session, the prompt rows (ids, mask) and the tolerance (atol, rtol). `sides`: the two
     sides holding the built past (a decoder's by default; a vision-language pipeline's from
-    verification/vl_thresholds.py); `rows`: which prompt rows the past was built from, when
+    vision_language/thresholds.py); `rows`: which prompt rows the past was built from, when
     not the first batch as given (said first in the run's `built`)."""
 
     side: PastSide

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.models import CacheShape, one_run
-from onnx_parity.verification.decoding import StepOutput, step_failure
+from onnx_parity.verification.generation.decoding import StepOutput, step_failure
 from onnx_parity.verification.runtime import Session, run_session
 
 

@@ -1,10 +1,11 @@
-"""A vision-language model's position thresholds crossed as a decoder's are (threshold_steps.py
-runs, compares and judges the steps; this module gives it the pipeline's two sides).
+"""A vision-language model's position thresholds crossed as a decoder's are
+(generation/thresholds.py runs, compares and judges the steps; this module gives it the
+pipeline's two sides).
 
-The past is built (threshold_past.py) from a text-only prompt: the first batch's rows with
-their image tokens removed and left-padded again, through the user's model's own forward. The
-steps then run as generated tokens do (vl_decoding.py): PyTorch's TorchPipeline, the model's
-own forward with its own cache kind holding the built past; onnxruntime's OnnxPipeline, the
+The past is built (generation/threshold_past.py) from a text-only prompt: the first batch's
+rows with their image tokens removed and left-padded again, through the user's model's own
+forward. The steps then run as generated tokens do (decoding.py): PyTorch's TorchPipeline, the
+model's own forward with its own cache kind holding the built past; onnxruntime's OnnxPipeline, the
 embedding file for the token (no image features) then the decoder file with the built past.
 Both get the positions generation gives after a text-only prefix: the mask's cumulative sum,
 on all three rows where the family's positions are 3-D (Qwen2-VL); a decoder_extra input is
@@ -19,23 +20,23 @@ import numpy as np
 
 from onnx_parity.models import PositionLimits
 from onnx_parity.settings import ModelSpec
-from onnx_parity.verification.decoding import position_ids
-from onnx_parity.verification.generation import Decoders
-from onnx_parity.verification.runtime import Session
-from onnx_parity.verification.threshold_past import BuiltPast, PastSide, sides
-from onnx_parity.verification.threshold_steps import (
+from onnx_parity.verification.generation.decoders import Decoders
+from onnx_parity.verification.generation.decoding import position_ids
+from onnx_parity.verification.generation.threshold_past import BuiltPast, PastSide, sides
+from onnx_parity.verification.generation.thresholds import (
     Stepper,
     ThresholdCheck,
     ThresholdsChecked,
     crossed,
 )
-from onnx_parity.verification.vl_decoding import (
+from onnx_parity.verification.generation.vision_language.decoding import (
     OnnxPipeline,
     PipelineSessions,
     PipelineSide,
     TorchPipeline,
     open_pipeline,
 )
+from onnx_parity.verification.runtime import Session
 
 
 def check_vl_thresholds(decoders: Decoders, spec: ModelSpec, limits: PositionLimits,

@@ -23,10 +23,13 @@ from onnx_parity.models import Image
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import compare_output
+from onnx_parity.verification.generation.vision_language.decoding import (
+    PipelineSessions,
+    PipelineSide,
+)
 from onnx_parity.verification.outputs import comparison_findings
 from onnx_parity.verification.run_failures import runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session, run_session
-from onnx_parity.verification.vl_decoding import PipelineSessions, PipelineSide
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,12 @@
 
 Step 0 is the prompt pass (past length 0, the committed prompts, left-padded batches being the
 normal case); step k >= 1 feeds one token with a past of prompt + k - 1 positions. Each side
-keeps its own cache (verification/decoding.py). onnxruntime is fed PyTorch's token at each
+keeps its own cache (decoding.py). onnxruntime is fed PyTorch's token at each
 step: while the tokens agree that is free-running decoding on both sides, and after the first
 difference it is teacher forcing, so the per-step logit drift is still measured. Every step's
 logits and presents are compared with the model's tolerance, padded positions left out
 (`parity-mismatch` naming the step); the tokens must agree (`generation-mismatch`,
-verification/generation_review.py).
+review.py).
 """
 
 from __future__ import annotations
@@ -21,45 +21,27 @@ import numpy as np
 
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import GenerationResult
-from onnx_parity.models import BoundInputs, CacheShape, OffloadedWeights
+from onnx_parity.models import BoundInputs
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import Mask, compare_masked
 from onnx_parity.verification.cuts import Cut, CutRun, run_cut
-from onnx_parity.verification.decoding import OnnxDecoder, StepOutput
-from onnx_parity.verification.encoder_decoding import (
-    EncoderSide,
+from onnx_parity.verification.generation.decoders import Decoders
+from onnx_parity.verification.generation.decoding import OnnxDecoder, StepOutput
+from onnx_parity.verification.generation.encoder_decoding import (
     OnnxEncoderDecoder,
     start_tokens,
 )
-from onnx_parity.verification.generation_review import Miss, mismatch_finding, token_difference
+from onnx_parity.verification.generation.review import Miss, mismatch_finding, token_difference
+from onnx_parity.verification.generation.torch_steps import RecordedChunk, torch_steps
+from onnx_parity.verification.generation.vision_language.decoding import (
+    OnnxPipeline,
+    PipelineSessions,
+    open_pipeline,
+)
 from onnx_parity.verification.outputs import comparison_findings, layout_mismatch
 from onnx_parity.verification.run_failures import load_failure_finding, runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
-from onnx_parity.verification.torch_steps import RecordedChunk, torch_steps
-from onnx_parity.verification.vl_decoding import (
-    OnnxPipeline,
-    PipelineSessions,
-    PipelineSide,
-    open_pipeline,
-)
-
-
-@dataclass(frozen=True)
-class Decoders:
-    """What a chunk of prompts is decoded with: PyTorch's module and onnxruntime's session."""
-
-    module: Any  # the user's module (a flat-cache decoder: not the export's wrapper)
-    model: Path  # the exported decoder-with-past file
-    shape: CacheShape
-    flat: bool
-    dtype: Any  # the cache's numpy dtype
-    threads: int = 0
-    encoder: EncoderSide | None = None  # an encoder-decoder's encoder file and inputs
-    # The module's weights, written out while onnxruntime decodes (None: they stay).
-    weights: OffloadedWeights | None = None
-    pipeline: PipelineSide | None = None  # a vision-language model's other two files
-
 
 # The decoder's session, and the encoder's or a vision-language pipeline's other two.
 Sides = tuple[Decoders, Session, Session | PipelineSessions | None]
