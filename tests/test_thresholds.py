@@ -266,7 +266,10 @@ def test_a_built_past_extends_a_real_prefix_at_its_scale() -> None:
 def test_a_difference_past_the_threshold_names_key_value_length_figure_and_rows() -> None:
     from onnx_parity.generation_results import GenerationResult, ThresholdRun, ThresholdStep
     from onnx_parity.models import Threshold
-    from onnx_parity.report.generation_json import generation_from_json, generation_to_json
+    from onnx_parity.report.generation.generation_json import (
+        generation_from_json,
+        generation_to_json,
+    )
     from onnx_parity.verification.generation.thresholds import _compared, _finding
 
     expected = np.zeros((3, 5), dtype=np.float32)

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from onnx_parity.settings.declaration import Declaration
-from onnx_parity.settings.deployment_keys import bundle_value, runtime_value
+from onnx_parity.settings.keys.deployment_keys import bundle_value, runtime_value
 from onnx_parity.settings.values import (
     ConfigError,
     KeyContext,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -41,9 +41,10 @@ from onnx_parity.models import (
     vision_samples,
     vision_spec,
 )
-from onnx_parity.pipeline.step_localising import Failed, localised_step
-from onnx_parity.pipeline.vl_deploying import Exported, vl_deployed
-from onnx_parity.pipeline.vl_localising import Part, localised_parts
+from onnx_parity.pipeline.generating.step_localising import Failed, localised_step
+from onnx_parity.pipeline.generating.vl_deploying import Exported, vl_deployed
+from onnx_parity.pipeline.generating.vl_localising import Part, localised_parts
+from onnx_parity.pipeline.job import Ledger, ModelJob, Timer
 from onnx_parity.settings import ModelSpec
 from onnx_parity.variants import skipped_variants
 from onnx_parity.verification import (
@@ -56,9 +57,6 @@ from onnx_parity.verification import (
     deadline_for,
     open_pipeline,
 )
-
-if TYPE_CHECKING:
-    from onnx_parity.pipeline.one_model import Ledger, ModelJob, Timer
 
 UNBUILT = ("variants of a vision-language model's files are not built yet: the fp32 pipeline "
            "(its vision, embedding and decoder files) is what was checked")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from onnx_parity.settings.dimension_names import EXPRESSION_FORMS, Linear, parse_dimension
+from onnx_parity.settings.keys.dimension_names import EXPRESSION_FORMS, Linear, parse_dimension
 from onnx_parity.settings.values import (
     ConfigError,
     KeyContext,

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
-from onnx_parity.report.pipeline_json import PipelineJson
-from onnx_parity.report.threshold_json import ThresholdJson
+from onnx_parity.report.generation.pipeline_json import PipelineJson
+from onnx_parity.report.generation.threshold_json import ThresholdJson
 
 
 class TokenDifferenceJson(TypedDict):  # generation_results.TokenDifference
@@ -44,3 +44,15 @@ class RuntimeGenerationJson(TypedDict):  # generation_results.RuntimeGeneration
     tokens_agree: list[int]
     compared: list[int]
     first_token_difference: TokenDifferenceJson | None
+
+
+class TextScoreJson(TypedDict):  # generation_results.TextScore, with its derived figures
+    file: str
+    rows: int
+    tokens: int  # the positions scored
+    fp32_nll: float  # nats per token
+    fp32_perplexity: float
+    nll: float
+    perplexity: float
+    perplexity_ratio: float  # the variant's over fp32's
+    top1_agreement: float

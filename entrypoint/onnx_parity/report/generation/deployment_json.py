@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from onnx_parity.generation_results import Bundle, RuntimeGeneration, TokenDifference
-from onnx_parity.report.generation_shapes import (
+from onnx_parity.report.generation.generation_shapes import (
     BundleJson,
     GenerationJson,
     RuntimeGenerationJson,

@@ -11,18 +11,16 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from onnx_parity.bundle_files import bundle_folder, write_bundle
 from onnx_parity.export import ModelFacts, VisionParts, inspect_model, make_bundles
 from onnx_parity.export import Part as FileNames
 from onnx_parity.model_files import ModelFile
+from onnx_parity.pipeline.generating.vl_localising import Part
+from onnx_parity.pipeline.job import Ledger
 from onnx_parity.settings import GENAI
 from onnx_parity.verification import PipelineSide, check_vision_runtime
-
-if TYPE_CHECKING:
-    from onnx_parity.pipeline.one_model import Ledger
-    from onnx_parity.pipeline.vl_localising import Part
 
 
 @dataclass(frozen=True)

@@ -7,8 +7,8 @@ from __future__ import annotations
 import math
 
 from onnx_parity.generation_results import GenerationResult, PipelineChecks
-from onnx_parity.report.deployment_text import deployment_clause
-from onnx_parity.report.threshold_table import threshold_summary, threshold_table
+from onnx_parity.report.generation.deployment_text import deployment_clause
+from onnx_parity.report.generation.threshold_table import threshold_summary, threshold_table
 from onnx_parity.results import ModelResult, RunResult
 
 STATUS = {True: "✅", False: "❌"}

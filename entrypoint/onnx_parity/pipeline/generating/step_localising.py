@@ -1,15 +1,16 @@
 """A generating model's failing decoding step localised as any failing cut is, with its repro
 folder (verification/step_repro.py); shared by the decoder-only, encoder-decoder and
-vision-language paths (pipeline/generating.py, pipeline/vl_generating.py)."""
+vision-language paths (generating/checked.py, generating/vl_generating.py)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from onnx_parity.export import ExportOutcome
 from onnx_parity.findings import Finding
 from onnx_parity.models import BoundInputs
+from onnx_parity.pipeline.job import Ledger, ModelJob, Timer
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification import (
     FailingStep,
@@ -23,9 +24,6 @@ from onnx_parity.verification import (
     not_localised,
     step_repro,
 )
-
-if TYPE_CHECKING:
-    from onnx_parity.pipeline.one_model import Ledger, ModelJob, Timer
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from onnx_parity.settings.axis_keys import AXIS, check_roots, derived_axis, dimension_label
+from onnx_parity.settings.keys.axis_keys import AXIS, check_roots, derived_axis, dimension_label
 from onnx_parity.settings.paths import bundle_path, sample_path, weights_path
 from onnx_parity.settings.values import (
     ConfigError,

@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -44,9 +44,10 @@ from onnx_parity.models import (
     step_samples,
     step_spec,
 )
-from onnx_parity.pipeline.deploying import deployed
-from onnx_parity.pipeline.step_localising import Failed, localised_step
-from onnx_parity.pipeline.vl_generating import vl_generation_checked
+from onnx_parity.pipeline.generating.deploying import deployed
+from onnx_parity.pipeline.generating.step_localising import Failed, localised_step
+from onnx_parity.pipeline.generating.vl_generating import vl_generation_checked
+from onnx_parity.pipeline.job import Ledger, ModelJob, Timer
 from onnx_parity.settings import ModelSpec, at_dtype
 from onnx_parity.variants import GeneratingModel, generation_variants, skipped_variants
 from onnx_parity.verification import (
@@ -56,9 +57,6 @@ from onnx_parity.verification import (
     check_thresholds,
     deadline_for,
 )
-
-if TYPE_CHECKING:
-    from onnx_parity.pipeline.one_model import Ledger, ModelJob, Timer
 
 SKIPPED = ("the fp32 model did not pass, so no variant was built from it: fix its findings "
            "first (a variant is only worth checking against a verified fp32 baseline)")

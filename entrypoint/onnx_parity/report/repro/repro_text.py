@@ -14,7 +14,7 @@ also runs the whole decoder file on that step's inputs.
 from __future__ import annotations
 
 from onnx_parity.generation_results import StepRepro
-from onnx_parity.report.step_repro_text import (
+from onnx_parity.report.repro.step_repro_text import (
     figure,
     step_files,
     step_how,

@@ -12,13 +12,14 @@ the file alone (repro.py).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from onnx_parity.export import ExportOutcome
 from onnx_parity.findings import Finding
 from onnx_parity.models import bind_inputs, embedding_samples, vision_samples
+from onnx_parity.pipeline.job import Ledger, ModelJob, Timer
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification import (
     Cut,
@@ -33,9 +34,6 @@ from onnx_parity.verification import (
     open_session,
     run_cut,
 )
-
-if TYPE_CHECKING:
-    from onnx_parity.pipeline.one_model import Ledger, ModelJob, Timer
 
 # What each file's wrapper stands for in the model's own code.
 MODEL_CODE = {"vision": "the model's own get_image_features",

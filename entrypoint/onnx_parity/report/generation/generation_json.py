@@ -5,17 +5,16 @@ variant scored on `eval-tokens` (`models[].variants[].text`)."""
 from __future__ import annotations
 
 from onnx_parity.generation_results import GenerationResult, TextScore
-from onnx_parity.report.deployment_json import (
+from onnx_parity.report.generation.deployment_json import (
     add_deployment,
     bundles_from_json,
     difference_from_json,
     difference_to_json,
     runtime_from_json,
 )
-from onnx_parity.report.generation_shapes import GenerationJson
-from onnx_parity.report.json_shapes import TextScoreJson
-from onnx_parity.report.pipeline_json import pipeline_from_json, pipeline_to_json
-from onnx_parity.report.threshold_json import thresholds_from_json, thresholds_to_json
+from onnx_parity.report.generation.generation_shapes import GenerationJson, TextScoreJson
+from onnx_parity.report.generation.pipeline_json import pipeline_from_json, pipeline_to_json
+from onnx_parity.report.generation.threshold_json import thresholds_from_json, thresholds_to_json
 
 
 def generation_to_json(g: GenerationResult) -> GenerationJson:
