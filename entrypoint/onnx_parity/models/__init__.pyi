@@ -2,7 +2,8 @@
 # Read by type checkers, and by __init__.py at run time to load each name on first use.
 
 from .batches import batch_plan
-from .binding import BoundInputs, bind_inputs
+from .binding import bind_inputs
+from .bound_inputs import BoundInputs
 from .checkpoints import checkpoint_classes
 from .decoder import CacheShape, cache_shape, decoder_module, step_samples, step_spec
 from .dtypes import to_array
