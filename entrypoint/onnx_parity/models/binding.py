@@ -21,7 +21,7 @@ from onnx_parity.models.bound_inputs import BoundInputs
 from onnx_parity.models.call_arguments import check_dotted, parameter_of, with_call_structure
 from onnx_parity.models.contract import CallContract, contract_for
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.models.model_zoo import GoldenCase
+from onnx_parity.models.samples.model_zoo import GoldenCase
 from onnx_parity.settings import ModelSpec
 
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)

@@ -203,7 +203,7 @@ def _safetensors_state(weights: Path, shown: str) -> dict[str, Any]:
 
 
 def _weights_refused(shown: str, error: BaseException) -> LoadError:
-    from onnx_parity.models.sample_files import refused_pickle
+    from onnx_parity.models.samples.files import refused_pickle
 
     refused = refused_pickle(error)
     if refused is not None:
