@@ -189,6 +189,8 @@ def test_a_longrope_phi3_fails_where_generate_recomputes_its_cache(
     assert finding["details"]["past_length"] == value
     assert "a prompt pass with an empty past) once the context passes" in finding["fix"]
     assert f"max-context = {value}" in finding["fix"]
+    assert (f"the model's full forward differs from the cached loop by "
+            f"{past['max_logit_diff']:.2g} at {value + 1} positions ❌") in run["report.md"]["text"]
 
 
 @pytest.mark.slow
