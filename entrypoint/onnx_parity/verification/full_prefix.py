@@ -191,8 +191,11 @@ def _recomputes(decoders: Decoders, cached: TorchDecoder, whole: np.ndarray,
         return False
     import torch
 
-    inputs = prepare(torch.from_numpy(whole), past_key_values=cached.cache,
-                     attention_mask=torch.from_numpy(mask))
+    try:
+        inputs = prepare(torch.from_numpy(whole), past_key_values=cached.cache,
+                         attention_mask=torch.from_numpy(mask))
+    except Exception:  # a generation of its own that cannot be asked so: its loop is its cache's
+        return False
     return inputs.get("past_key_values") is None
 
 
