@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnx_parity.settings import at_dtype, checks
+from onnx_parity.settings import at_dtype
+from onnx_parity.settings.keys import checks
 from onnx_parity.settings.loading import load_settings
 from onnx_parity.settings.values import ConfigError
 from onnx_parity.verification.compare import compare_masked

@@ -331,7 +331,7 @@ def test_the_context_is_max_context_or_max_position_embeddings() -> None:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     from onnx_parity.models.thresholds import position_limits
-    from onnx_parity.verification.threshold_steps import past_lengths
+    from onnx_parity.verification.generation.thresholds import past_lengths
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(
@@ -365,7 +365,7 @@ def test_max_context_is_read_and_a_bad_value_names_the_key(tmp_path: Path) -> No
 
 
 def test_a_built_past_extends_a_real_prefix_at_its_scale() -> None:
-    from onnx_parity.verification.threshold_past import _extended
+    from onnx_parity.verification.generation.threshold_past import _extended
 
     generator = np.random.default_rng(1)
     prefix = generator.normal(3.0, 0.5, (2, 2, 8, 4)).astype(np.float32)
@@ -382,8 +382,11 @@ def test_a_built_past_extends_a_real_prefix_at_its_scale() -> None:
 def test_a_difference_past_the_threshold_names_key_value_length_figure_and_rows() -> None:
     from onnx_parity.generation_results import GenerationResult, ThresholdRun, ThresholdStep
     from onnx_parity.models import Threshold
-    from onnx_parity.report.generation_json import generation_from_json, generation_to_json
-    from onnx_parity.verification.threshold_steps import _compared, _finding
+    from onnx_parity.report.generation.generation_json import (
+        generation_from_json,
+        generation_to_json,
+    )
+    from onnx_parity.verification.generation.thresholds import _compared, _finding
 
     expected = np.zeros((3, 5), dtype=np.float32)
     expected[:, 1] = 1.0
@@ -403,7 +406,7 @@ def test_a_difference_past_the_threshold_names_key_value_length_figure_and_rows(
 
 
 def test_a_prefix_of_any_length_continues_each_row_with_its_own_tokens() -> None:
-    from onnx_parity.verification.full_prefix import prefix_tokens
+    from onnx_parity.verification.generation.full_prefix import prefix_tokens
 
     given = prompts()
     ids, mask = prefix_tokens((given["input_ids"], given["attention_mask"]), 30)
@@ -420,8 +423,11 @@ def test_a_prefix_of_any_length_continues_each_row_with_its_own_tokens() -> None
 def test_a_cached_loop_is_judged_only_where_the_models_own_generation_recomputes() -> None:
     from onnx_parity.generation_results import FullPrefix, PrefixLength
     from onnx_parity.models import PositionLimits, Threshold
-    from onnx_parity.report.full_prefix_json import full_prefix_from_json, full_prefix_to_json
-    from onnx_parity.verification.threshold_steps import cached_loop_findings
+    from onnx_parity.report.generation.full_prefix_json import (
+        full_prefix_from_json,
+        full_prefix_to_json,
+    )
+    from onnx_parity.verification.generation.thresholds import cached_loop_findings
 
     limits = PositionLimits((Threshold("max_position_embeddings", 32, "ntk"),), 64, "max-context")
     below = PrefixLength(31, 32, 0.0, 0.0, 4, 4, ())
