@@ -132,17 +132,16 @@ def _generated(exported: Exported, decoders: Decoders,
                given: tuple[ModelJob, dict[str, np.ndarray], Path], ledger: Ledger,
                timer: Timer) -> None:
     """The decoding on both sides (PyTorch's weights out of memory while onnxruntime decodes,
-    verification/generation/checked.py), then whatever runs PyTorch again with its weights
-    read back: the threshold steps, localisation of a failing step, the bundles' loop, the
-    variants."""
+    verification/generation/checked.py), then whatever runs PyTorch again with its weights read
+    back: the threshold steps, localisation of a failing step, the bundles' loop, the variants."""
     (job, prompts, workdir), spec, outcome = given, ledger.spec, exported.outcome
     assert outcome.model is not None
     assert decoders.weights is not None
+    context = spec.generate.max_context if spec.generate else None
+    limits = position_limits(decoders.module, context)
     with timer.step("generate"):
-        generated = check_generation(decoders, prompts, spec, ledger.findings)
+        generated = check_generation(decoders, prompts, spec, ledger.findings, limits)
     with timer.step("thresholds"):  # the config's position thresholds, crossed
-        context = spec.generate.max_context if spec.generate else None
-        limits = position_limits(decoders.module, context)
         if limits.thresholds:  # PyTorch's steps beside the generation check's session
             decoders.weights.restore()
         crossed = check_thresholds(decoders, prompts, spec, limits, generated.session)
