@@ -95,8 +95,8 @@ def detection_keys_section() -> str:
     rows = "".join(f"| `{key.name}` | {key.kind} | "
                    f"{'required' if key.default is None else _code(key.default)} "
                    f"| {_cell(key.doc)} |\n" for key in keys)
-    return ("\n## `[model.detections]` keys\n\nA detector's outputs (`detections`), matched "
-            "as detections; see [Detectors](../detectors.md).\n\n"
+    return ("\n## `[model.detections]` keys {#detections-keys}\n\nA detector's outputs "
+            "(`detections`), matched as detections; see [Detectors](../detectors.md).\n\n"
             "| Key | Type | Default | Meaning |\n|---|---|---|---|\n" + rows)
 
 

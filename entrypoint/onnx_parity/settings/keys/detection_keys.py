@@ -70,8 +70,8 @@ def _optional_column(value: object, context: KeyContext) -> Column | None:
 def _box_format(value: object, context: KeyContext) -> str:
     text = string(value, context.where, f"one of {choices(BOX_FORMATS)}")
     if text not in BOX_FORMATS:
-        raise ConfigError(f"{context.where}: {text!r} is not a box format; write one of "
-                          f"{choices(BOX_FORMATS)}.{did_you_mean(text, BOX_FORMATS)}")
+        raise ConfigError(f"{context.where}: {text!r} is not a box format"
+                          f"{did_you_mean(text, BOX_FORMATS)} Write one of {choices(BOX_FORMATS)}.")
     return text
 
 
@@ -167,13 +167,12 @@ def detections_value(value: object, context: KeyContext) -> Detections:
     unknown = [name for name in value if name not in names]
     if unknown:
         raise ConfigError(f"{context.place.at(dotted(context.key, unknown[0]))}: not a key of "
-                          f"`detections`; its keys are {', '.join(names)}."
-                          f"{did_you_mean(unknown[0], names)}")
-    place = context.place.within(dotted("key", context.key))
+                          f"`detections`{did_you_mean(unknown[0], names)} Its keys are "
+                          f"{', '.join(names)}.")
     read: dict[str, Any] = {}
     for key in detection_keys():
         if key.name in value:
-            inner = KeyContext(place, key.name, context.root, value)
+            inner = KeyContext(context.place, dotted(context.key, key.name), context.root, value)
             read[key.field] = key.read(value[key.name], inner)
         elif key.default is None and key.name in ("boxes", "scores"):
             raise ConfigError(f"{context.where}: `{key.name}` is missing; name the output that "
