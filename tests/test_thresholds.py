@@ -156,7 +156,7 @@ def test_a_dynamic_rope_baked_at_export_fails_past_its_threshold(run: dict[str, 
 # ---- reading the thresholds from the config, per architecture ----
 
 def _thresholds(config: object) -> list[tuple[str, int, tuple[int, ...]]]:
-    from onnx_parity.models.thresholds import thresholds
+    from onnx_parity.models.generating.thresholds import thresholds
 
     return [(item.key, item.value, item.layers) for item in thresholds(config)]
 
@@ -214,7 +214,7 @@ def test_the_context_is_max_context_or_max_position_embeddings() -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from onnx_parity.models.thresholds import position_limits
+    from onnx_parity.models.generating.thresholds import position_limits
     from onnx_parity.verification.generation.thresholds import past_lengths
 
     torch.manual_seed(0)

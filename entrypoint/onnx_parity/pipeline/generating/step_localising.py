@@ -1,5 +1,5 @@
 """A generating model's failing decoding step localised as any failing cut is, with its repro
-folder (verification/step_repro.py); shared by the decoder-only, encoder-decoder and
+folder (verification/generation/step_repro.py); shared by the decoder-only, encoder-decoder and
 vision-language paths (generating/checked.py, generating/vl_generating.py)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A vision-language model (`generate` on a model whose family models/vision_language.py
+"""A vision-language model (`generate` on a model whose family models/vision_language/
 knows) through the stages, in its worker: its three files exported, the vision and embedding
 files checked against the model's own code, then greedy decoding through the three files.
 

@@ -38,7 +38,7 @@ FOUND_BY = {
     "file-call": "the file's own check at that call (no node was named, so the subgraph is "
                  "the whole file)",
 }
-# What a vision-language model's other files compute (models/vision_language.py).
+# What a vision-language model's other files compute (models/vision_language/).
 VISION_LANGUAGE_FILES = {"image_features": "vision", "inputs_embeds": "embedding"}
 REFERENCE = {"pytorch": "PyTorch's value",
              "optimizations-disabled": "onnxruntime's value with graph optimizations disabled"}

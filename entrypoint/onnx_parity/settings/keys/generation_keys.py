@@ -46,10 +46,10 @@ class Generation:
     cache: str | None = None
     cache_shape: tuple[int, int, int] | None = None  # layers, kv_heads, head_dim
     # The deployed context in positions (prompt + generated): the position thresholds below it
-    # are crossed (models/thresholds.py). None: the config's max_position_embeddings.
+    # are crossed (models/generating/thresholds.py). None: the config's max_position_embeddings.
     max_context: int | None = None
     # The runtimes a bundle folder is written for, and the runtime whose own loop generates the
-    # prompts again (settings/deployment_keys.py).
+    # prompts again (settings/keys/deployment_keys.py).
     bundle: tuple[str, ...] = ()
     runtime: str | None = None
 

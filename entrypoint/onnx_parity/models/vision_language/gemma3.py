@@ -1,6 +1,6 @@
 """Gemma 3 (transformers' Gemma3ForConditionalGeneration: a SigLIP tower at one size, a
 pooling projector to `mm_tokens_per_image` tokens, a Gemma 3 decoder) as a vision-language
-pipeline (models/vision_language.py's `Family`).
+pipeline (vision_language/base.py's `Family`).
 
 Gemma 3's image tokens attend to each other both ways at the prompt (each image's block; text
 stays causal): its forward builds that mask from `token_type_ids` (1 at an image token), and
@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models import vl_parts
-from onnx_parity.models.decoder import CacheShape
+from onnx_parity.models.generating.base import CacheShape
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.models.vision_language import (
+from onnx_parity.models.vision_language import parts
+from onnx_parity.models.vision_language.base import (
     DerivedInput,
     Family,
     Image,
@@ -74,7 +74,7 @@ def _wrappers() -> tuple[type, type]:
     return Vision, Decoder
 
 
-class Gemma3(vl_parts.OneSize):
+class Gemma3(parts.OneSize):
     """Gemma 3; see the module's text."""
 
     name = "gemma3"
@@ -94,16 +94,16 @@ class Gemma3(vl_parts.OneSize):
         return _wrappers()[1](model)
 
     def images(self, samples: Mapping[str, np.ndarray]) -> list[Image]:
-        return vl_parts.fixed_images(samples)
+        return parts.fixed_images(samples)
 
     def rows(self, model: Any, samples: Mapping[str, np.ndarray],
              rows: slice) -> dict[str, np.ndarray]:
-        return vl_parts.fixed_rows(samples, rows, token_of(model), _per_image(model), TEXT_INPUTS)
+        return parts.fixed_rows(samples, rows, token_of(model), _per_image(model), TEXT_INPUTS)
 
     def derive(self, model: Any, samples: Mapping[str, np.ndarray], contract: PipelineContract
                ) -> tuple[dict[str, np.ndarray], tuple[DerivedInput, ...]]:
-        vl_parts.check_names("Gemma 3", samples, TAKEN)
-        vl_parts.check_fixed_tokens(samples, contract.image_token, _per_image(model))
+        parts.check_names("Gemma 3", samples, TAKEN)
+        parts.check_fixed_tokens(samples, contract.image_token, _per_image(model))
         completed = dict(samples)
         ids = np.asarray(samples["input_ids"])
         derived = (ids == contract.image_token).astype(np.int64)

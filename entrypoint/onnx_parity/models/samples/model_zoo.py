@@ -10,7 +10,7 @@ import numpy as np
 
 from onnx_parity.models.lfs import LFS_FIX, file_pointer, pointer_message
 from onnx_parity.models.load_errors import SampleError
-from onnx_parity.models.sample_files import (
+from onnx_parity.models.samples.files import (
     SUPPORTED_KINDS,
     Collector,
     Where,

@@ -1,5 +1,5 @@
 """LLaVA (transformers' LlavaForConditionalGeneration: a CLIP-like vision tower, a projector and
-a text decoder) as a vision-language pipeline (models/vision_language.py's `Family`).
+a text decoder) as a vision-language pipeline (vision_language/base.py's `Family`).
 
 The vision file takes ONE image, `pixel_values` (1, channels, size, size) at the one size the
 vision tower was built for (its position table has one entry per patch), and runs the model's
@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models import vl_parts
-from onnx_parity.models.decoder import CacheShape
-from onnx_parity.models.vision_language import (
+from onnx_parity.models.generating.base import CacheShape
+from onnx_parity.models.vision_language import parts
+from onnx_parity.models.vision_language.base import (
     DerivedInput,
     Family,
     Image,
@@ -62,7 +62,7 @@ def tokens_per_image(model: Any) -> int:
     return patches + int(cls and full)
 
 
-class Llava(vl_parts.OneSize):
+class Llava(parts.OneSize):
     """LLaVA; see the module's text."""
 
     name = "llava"
@@ -80,20 +80,20 @@ class Llava(vl_parts.OneSize):
         return _vision_class()(model)
 
     def decoder_module(self, model: Any) -> Any:
-        return vl_parts.decoder_module(model)
+        return parts.decoder_module(model)
 
     def images(self, samples: Mapping[str, np.ndarray]) -> list[Image]:
-        return vl_parts.fixed_images(samples)
+        return parts.fixed_images(samples)
 
     def rows(self, model: Any, samples: Mapping[str, np.ndarray],
              rows: slice) -> dict[str, np.ndarray]:
-        return vl_parts.fixed_rows(samples, rows, token_of(model), tokens_per_image(model),
+        return parts.fixed_rows(samples, rows, token_of(model), tokens_per_image(model),
                                    TEXT_INPUTS)
 
     def derive(self, model: Any, samples: Mapping[str, np.ndarray], contract: PipelineContract
                ) -> tuple[dict[str, np.ndarray], tuple[DerivedInput, ...]]:
-        vl_parts.check_names("LLaVA", samples, TAKEN)
-        vl_parts.check_fixed_tokens(samples, contract.image_token, tokens_per_image(model))
+        parts.check_names("LLaVA", samples, TAKEN)
+        parts.check_fixed_tokens(samples, contract.image_token, tokens_per_image(model))
         return dict(samples), ()
 
 

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.models.vision_language import Image, token_of
+from onnx_parity.models.vision_language.base import Image, token_of
 
 
 @functools.cache

@@ -1,8 +1,8 @@
 """Sample tensors a model is checked on, read from committed files without running any pickle.
 
 Formats: `.npy`, `.npz`, `.pt` (tensors only, `weights_only=True`), a serialized ONNX
-`TensorProto` `.pb` (models/sample_files.py), or a folder in the ONNX Model Zoo layout
-(`test_data_set_N/input_K.pb`, optional `output_K.pb` golden outputs; models/model_zoo.py).
+`TensorProto` `.pb` (files.py), or a folder in the ONNX Model Zoo layout
+(`test_data_set_N/input_K.pb`, optional `output_K.pb` golden outputs; model_zoo.py).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import numpy as np
 
 from onnx_parity.models.dtypes import cast_array
 from onnx_parity.models.load_errors import SampleError
-from onnx_parity.models.model_zoo import GoldenCase, load_zoo
-from onnx_parity.models.sample_files import Collector, checked, file_arrays
+from onnx_parity.models.samples.files import Collector, checked, file_arrays
+from onnx_parity.models.samples.model_zoo import GoldenCase, load_zoo
 
 __all__ = ["GoldenCase", "SampleError", "SampleSet", "cast_samples", "load_samples"]
 

@@ -1,6 +1,6 @@
 """Idefics3 and SmolVLM (transformers' Idefics3ForConditionalGeneration and
 SmolVLMForConditionalGeneration: a SigLIP-like tower over image tiles, a pixel-shuffle
-connector, a Llama decoder) as a vision-language pipeline (models/vision_language.py's
+connector, a Llama decoder) as a vision-language pipeline (vision_language/base.py's
 `Family`).
 
 The processor splits an image into tiles of the tower's size (and adds the whole image
@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models import vl_parts
-from onnx_parity.models.decoder import CacheShape
+from onnx_parity.models.generating.base import CacheShape
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.models.vision_language import (
+from onnx_parity.models.vision_language import parts
+from onnx_parity.models.vision_language.base import (
     DerivedInput,
     Family,
     Image,
@@ -76,7 +76,7 @@ def _real_tiles(pixels: np.ndarray) -> np.ndarray:
     return np.asarray(np.abs(pixels).reshape(*pixels.shape[:2], -1).max(-1) > 0)
 
 
-class Idefics3(vl_parts.TextPositions):
+class Idefics3(parts.TextPositions):
     """Idefics3 and SmolVLM; see the module's text."""
 
     name = "idefics3"
@@ -95,10 +95,10 @@ class Idefics3(vl_parts.TextPositions):
         return _vision_class()(model)
 
     def embedding_module(self, model: Any) -> Any:
-        return vl_parts.embedding_module(model, token_of(model))
+        return parts.embedding_module(model, token_of(model))
 
     def decoder_module(self, model: Any) -> Any:
-        return vl_parts.decoder_module(model)
+        return parts.decoder_module(model)
 
     def images(self, samples: Mapping[str, np.ndarray]) -> list[Image]:
         """Each prompt's real tiles, in row order (rows without an image give none)."""
@@ -128,7 +128,7 @@ class Idefics3(vl_parts.TextPositions):
 
     def derive(self, model: Any, samples: Mapping[str, np.ndarray], contract: PipelineContract
                ) -> tuple[dict[str, np.ndarray], tuple[DerivedInput, ...]]:
-        vl_parts.check_names("Idefics3", samples, TAKEN)
+        parts.check_names("Idefics3", samples, TAKEN)
         if MASK in samples and PIXELS not in samples:
             raise LoadError(f"`inputs` gives {MASK} without {PIXELS}.",
                             fix=f"Give {PIXELS} with it (the processor returns both), or neither.")
@@ -152,7 +152,7 @@ class Idefics3(vl_parts.TextPositions):
             out = model.get_image_features(torch.from_numpy(np.asarray(image[PIXELS])),
                                            torch.from_numpy(np.asarray(image[MASK])),
                                            return_dict=True)
-        return vl_parts.features(out)
+        return parts.features(out)
 
     def merged_embeddings(self, model: Any, input_ids: np.ndarray,
                           features: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from onnx_parity.models.sample_files import Collector, Where, file_arrays
+from onnx_parity.models.samples.files import Collector, Where, file_arrays
 
 KEY = "eval-tokens"
 IDS, MASK = "input_ids", "attention_mask"

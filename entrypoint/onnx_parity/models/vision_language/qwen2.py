@@ -1,4 +1,4 @@
-"""Qwen2-VL as a vision-language pipeline (models/vision_language.py's `Family`).
+"""Qwen2-VL as a vision-language pipeline (vision_language/base.py's `Family`).
 
 The vision file takes ONE image: `pixel_values` (patches, channels * temporal * patch * patch)
 and `image_grid_thw` (1, 3). The model's vision attention splits a batch of images with a
@@ -18,10 +18,10 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models import vl_parts
-from onnx_parity.models.decoder import CacheShape
+from onnx_parity.models.generating.base import CacheShape
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.models.vision_language import DerivedInput, Image, PipelineContract, token_of
+from onnx_parity.models.vision_language import parts
+from onnx_parity.models.vision_language.base import DerivedInput, Image, PipelineContract, token_of
 
 IMAGE_INPUTS = ("pixel_values", "image_grid_thw")
 TAKEN = ("input_ids", "attention_mask", "mm_token_type_ids", *IMAGE_INPUTS)
@@ -99,10 +99,10 @@ class Qwen2VL:
         return _vision_class()(model.model.visual)
 
     def embedding_module(self, model: Any) -> Any:
-        return vl_parts.embedding_module(model, token_of(model))
+        return parts.embedding_module(model, token_of(model))
 
     def decoder_module(self, model: Any) -> Any:
-        return vl_parts.decoder_module(model)  # fed 3-D position_ids, which it passes on
+        return parts.decoder_module(model)  # fed 3-D position_ids, which it passes on
 
     def images(self, samples: Mapping[str, np.ndarray]) -> list[Image]:
         if "image_grid_thw" not in samples:
@@ -181,7 +181,7 @@ class Qwen2VL:
         return np.asarray(positions[1:].numpy()).astype(np.int64)  # row 0: text positions
 
     def step_positions(self, previous: np.ndarray) -> np.ndarray:
-        return vl_parts.step_positions(previous)  # each of the three rows plus one
+        return parts.step_positions(previous)  # each of the three rows plus one
 
     def unseen_image(self, model: Any, images: list[Image]) -> Image | None:
         """A grid the samples lack: one merge block taller than the largest image (of

@@ -1,11 +1,11 @@
 """The three files of a vision-language pipeline as specs and samples export/ exports as any
-call (models/vision_language.py says what each takes).
+call (base.py says what each takes).
 
 `<name>.vision` takes one image (no batch axis: each sample is one image, the first one
 exported), every axis that varies with the image dynamic; `<name>.embedding` takes `input_ids`
 (batch, sequence) and `image_features` (image_tokens, hidden); the decoder `<name>` takes
 `inputs_embeds` (batch, sequence, hidden), `attention_mask`, `position_ids` ((3,) batch,
-sequence) and the past, in optimum's layout (models/decoder.py).
+sequence) and the past, in optimum's layout (models/generating/).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models.decoder import EXPORT_PAST, EXPORT_SEQUENCE
-from onnx_parity.models.vision_language import (
+from onnx_parity.models.generating.base import EXPORT_PAST, EXPORT_SEQUENCE
+from onnx_parity.models.vision_language.base import (
     IMAGE_FEATURES,
     INPUTS_EMBEDS,
     Image,

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_parity.models.generating.base import CacheShape, DecoderFamily, decoder_config, eos
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.settings import ModelSpec
 
@@ -155,3 +156,36 @@ def decoder_samples(rows: int, names: tuple[str, ...], sizes: tuple[int, int, in
         if name.startswith("past_key_values."):
             step[name] = generator.standard_normal((rows, heads, 3, head_dim)).astype(dtype)
     return {name: step[name] for name in names}
+
+
+class EncoderDecoder:
+    """A transformers encoder-decoder (its config's is_encoder_decoder) with its own cache."""
+
+    name = "encoder-decoder"
+
+    def matches(self, module: Any, spec: ModelSpec) -> bool:
+        return (is_encoder_decoder(module) and spec.generate is not None
+                and spec.generate.cache is None)
+
+    def cache_shape(self, module: Any, spec: ModelSpec) -> CacheShape:
+        given = tuple(spec.inputs) if isinstance(spec.inputs, dict) else ()
+        sizes = decoder_sizes(module, spec)  # layers, heads, head_dim, width
+        return CacheShape(*sizes[:3], False, eos(module, decoder_config(module)), given,
+                          start_token(module, spec), sizes[3], family=self.name)
+
+    def step_module(self, module: Any, shape: CacheShape) -> Any:
+        return decoder_step_module(module, shape.layers)
+
+    def step_spec(self, spec: ModelSpec, shape: CacheShape) -> ModelSpec:
+        return dataclasses.replace(
+            spec, inputs={name: Path(name) for name in shape.inputs}, outputs=shape.outputs,
+            dynamic_axes=decoder_axes(shape.inputs, shape.outputs), forward_kwargs={})
+
+    def step_samples(self, prompts: dict[str, np.ndarray], shape: CacheShape,
+                     dtype: np.dtype[Any]) -> dict[str, np.ndarray]:
+        sizes = (shape.layers, shape.kv_heads, shape.head_dim, shape.width)
+        rows = len(next(iter(prompts.values())))
+        return decoder_samples(rows, shape.inputs, sizes, dtype, shape.start)
+
+
+FAMILY: DecoderFamily = EncoderDecoder()  # mypy checks it against the Protocol

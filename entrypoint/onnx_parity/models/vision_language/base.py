@@ -10,35 +10,27 @@ as the pipeline it ships as: a vision file, an embedding file and a decoder with
   hidden) -> `inputs_embeds` (batch, sequence, hidden), the features placed at the image tokens
   inside the graph in order; zero image features (a text-only prompt, every generated token)
   are allowed.
-- `<name>.onnx`: the decoder with past in optimum's layout (models/decoder.py's names and axes),
+- `<name>.onnx`: the decoder with past in optimum's layout (models/generating/'s names and axes),
   fed `inputs_embeds` in place of `input_ids`, and `position_ids` (3, batch, sequence) where the
   family uses multimodal rotary positions.
 
-Each architecture is a `Family` in a module of its own (`vl_qwen2.py`, ...), listed in
-`FAMILY_MODULES`; this module recognises a VLM and finds its family.
+Each architecture is a `Family` (this module's Protocol) in a module of its own (`qwen2.py`,
+...), listed in registry.py, which finds a model's family.
 """
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 import numpy as np
 
-from onnx_parity.models.load_errors import LoadError
+from onnx_parity.models.generating.base import CacheShape
+from onnx_parity.models.vision_config import image_token
 
-if TYPE_CHECKING:  # models/decoder.py asks this module whether a model is a VLM
-    from onnx_parity.models.decoder import CacheShape
-
-IMAGE_TOKEN_KEYS = ("image_token_id", "image_token_index")
 IMAGE_FEATURES = "image_features"
 INPUTS_EMBEDS = "inputs_embeds"
-TEXT_PROMPTS = ("input_ids", "attention_mask")  # models/decoder.py's PROMPTS
-# One module per family, each exposing FAMILY; a new family adds its line here.
-FAMILY_MODULES = ("onnx_parity.models.vl_qwen2", "onnx_parity.models.vl_llava",
-                  "onnx_parity.models.vl_idefics3", "onnx_parity.models.vl_gemma3")
 
 
 @dataclass(frozen=True)
@@ -53,7 +45,7 @@ class DerivedInput:
 class PipelineContract:
     """What a VLM's three files take and give.
 
-    `cache`: the decoder's cache (models/decoder.py), `positions` True (the decoder takes
+    `cache`: the decoder's cache (models/generating/), `positions` True (the decoder takes
     position_ids). `image_inputs`: the vision file's inputs for one image, in order.
     `image_token`: the id the processor placed once per image feature. `hidden_size`: the text
     model's width (image_features' and inputs_embeds' last axis). `positions_3d`: position_ids
@@ -100,7 +92,7 @@ class Family(Protocol):
         ...
 
     def contract(self, model: Any, cache: CacheShape) -> PipelineContract:
-        """The pipeline's contract for this model, `cache` read by models/decoder.py."""
+        """The pipeline's contract for this model, `cache` read by models/generating/."""
         ...
 
     def vision_module(self, model: Any) -> Any:
@@ -168,54 +160,8 @@ class Family(Protocol):
         ...
 
 
-def image_token(model: Any) -> int | None:
-    """The image token of a model's config (image_token_id or image_token_index)."""
-    config = getattr(model, "config", None)
-    for key in IMAGE_TOKEN_KEYS:
-        value = getattr(config, key, None)
-        if isinstance(value, int):
-            return value
-    return None
-
-
 def token_of(model: Any) -> int:
     """The image token of a model a family matched (is_vision_language held for it)."""
     token = image_token(model)
     assert token is not None, "a family matches only a model with an image token"
     return token
-
-
-def is_vision_language(model: Any) -> bool:
-    """A transformers model whose config has a vision_config and an image token."""
-    config = getattr(model, "config", None)
-    return getattr(config, "vision_config", None) is not None and image_token(model) is not None
-
-
-def families() -> tuple[Family, ...]:
-    """The registered families, imported on first use (each module imports this one)."""
-    return tuple(importlib.import_module(name).FAMILY for name in FAMILY_MODULES)
-
-
-def family_of(model: Any) -> Family | None:
-    """The family of a vision-language model, or None (not a VLM, or no family takes it)."""
-    if not is_vision_language(model):
-        return None
-    return next((family for family in families() if family.matches(model)), None)
-
-
-def declared_family(model: Any, name: str, inputs: tuple[str, ...]) -> Family | None:
-    """The family a generating entry is checked by: None for a text model, and for a VLM
-    declared with its prompts only (its text decoder checked alone); a VLM given image inputs
-    that no family takes is a LoadError naming its architecture (never its images ignored)."""
-    family = family_of(model)
-    if family is not None or not is_vision_language(model) or set(inputs) <= set(TEXT_PROMPTS):
-        return family
-    architecture = getattr(getattr(model, "config", None), "model_type", None) or "?"
-    known = ", ".join(known.name for known in families())
-    raise LoadError(
-        f'model "{name}": `inputs` gives {", ".join(sorted(inputs))}, the inputs of a '
-        f"vision-language model, and its architecture ({architecture}) is not one this version "
-        f"exports as vision, embedding and decoder files (it does: {known}).",
-        fix="Check its text decoder alone with the prompts only, inputs = { input_ids = "
-            '"samples/ids.npy", attention_mask = "samples/mask.npy" }, or declare a model of '
-            "a supported architecture.")
