@@ -180,3 +180,16 @@ def test_the_detections_table_is_checked_key_by_key(tmp_path: Path) -> None:
     (tmp_path / "onnx-parity.toml").write_text(config + "match_iou = 0.5\n", encoding="utf-8")
     with pytest.raises(ConfigError, match='did you mean "match-iou"'):
         load_settings(tmp_path)
+
+
+def test_class_logits_become_scores_and_labels_and_the_cut_off_drops_on_both_sides() -> None:
+    spec = Detections(boxes=Column("pred_boxes"), scores=Column("logits"), box_format="cxcywh",
+                      score_activation="sigmoid", score_threshold=0.5)
+    logits = np.array([[[2.0, -1.0, 0.0], [-3.0, -2.0, -4.0]]], np.float32)  # (B, Q, C)
+    boxes = np.array([[[0.5, 0.5, 0.2, 0.2], [0.3, 0.3, 0.1, 0.1]]], np.float32)
+    (image,) = read_images({"pred_boxes": boxes, "logits": logits}, spec)
+    assert len(image) == 1  # the second query's best class scores sigmoid(-2) < 0.5
+    assert image.labels is not None
+    assert image.labels.tolist() == [0]
+    assert image.scores[0] == pytest.approx(1 / (1 + np.exp(-2.0)))
+    assert image.boxes[0].tolist() == pytest.approx([0.4, 0.4, 0.6, 0.6])

@@ -25,6 +25,7 @@ from onnx_parity.settings.values import (
 )
 
 BOX_FORMATS = ("xyxy", "cxcywh")
+SCORE_ACTIVATIONS = ("none", "sigmoid", "softmax")
 # `name`, `name[..., 4]` or `name[..., 0:4]`: an output, or columns of its last axis.
 _COLUMN = re.compile(r"(?P<name>[^\[\]]+?)\s*(\[\s*\.\.\.\s*,\s*(?P<start>\d+)\s*"
                      r"(:\s*(?P<stop>\d+)\s*)?\])?")
@@ -75,6 +76,15 @@ def _box_format(value: object, context: KeyContext) -> str:
     return text
 
 
+def _score_activation(value: object, context: KeyContext) -> str:
+    text = string(value, context.where, f"one of {choices(SCORE_ACTIVATIONS)}")
+    if text not in SCORE_ACTIVATIONS:
+        raise ConfigError(f"{context.where}: {text!r} is not a score activation"
+                          f"{did_you_mean(text, SCORE_ACTIVATIONS)} Write one of "
+                          f"{choices(SCORE_ACTIVATIONS)}.")
+    return text
+
+
 def _fraction(value: object, context: KeyContext) -> float:
     number = float(finite_number(value, context.where, "a number between 0 and 1, e.g. 0.5"))
     if not 0 <= number <= 1:
@@ -122,12 +132,21 @@ class Detections:
         doc="`xyxy` (corners, torchvision's and NMS's layout) or `cxcywh` (centre and size, "
             "DETR's); pixels or normalised, as long as `box-atol` is in the same unit. The "
             "default is the layout torchvision, SSD and YOLO's NMS exports return.")
+    score_activation: str = setting(
+        "score-activation", "none", kind=f"one of {choices(SCORE_ACTIVATIONS)}",
+        check=_score_activation, example='score-activation = "sigmoid"',
+        doc="`none`: `scores` holds one score per detection. `sigmoid` or `softmax`: it holds "
+            "class logits (N, C) or (B, N, C), as a fixed-query DETR-style head returns them "
+            "(`logits` beside `pred_boxes`); each detection's score is the highest class "
+            "probability and its label that class (`softmax` leaves out the last class, DETR's "
+            "no-object). The default reads the scores of NMS exports, torchvision's and YOLO's.")
     score_threshold: float | None = setting(
         "score-threshold", None, kind="number in [0, 1]", check=_optional_fraction,
         shown="none", example="score-threshold = 0.05",
-        doc="The model's score cut-off: a detection one side alone has whose score lies within "
-            "the image's measured score noise of it is a near-tie (`detection-near-threshold`), "
-            "not a defect. No default: only the model knows its cut-off.")
+        doc="The model's score cut-off: detections scored below it are left out on both sides "
+            "(a DETR-style head's post-processing), and a detection one side alone has whose "
+            "score lies within the image's measured score noise of it is a near-tie "
+            "(`detection-near-threshold`), not a defect. No default: only the model knows it.")
     nms_iou: float | None = setting(
         "nms-iou", None, kind="number in [0, 1]", check=_optional_fraction, shown="none",
         example="nms-iou = 0.5",
@@ -182,8 +201,8 @@ def detections_value(value: object, context: KeyContext) -> Detections:
 
 # The key's declaration, in settings/schema.py's ModelSpec: `setting("detections", None, ...)`.
 DETECTIONS_KEY: Declaration = {
-    "kind": "table { boxes, scores, labels, box-format, score-threshold, nms-iou, max-det, "
-            "match-iou, box-atol }",
+    "kind": "table { boxes, scores, labels, box-format, score-activation, score-threshold, "
+            "nms-iou, max-det, match-iou, box-atol }",
     "check": detections_value, "shown": "none (outputs compared element by element)",
     "model_only": True,
     "example": 'detections = { boxes = "boxes", scores = "scores", labels = "labels" }',
