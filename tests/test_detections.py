@@ -31,16 +31,18 @@ boxes = "boxes"
 scores = "scores"
 labels = "labels"
 score-threshold = {threshold}
-nms-iou = 0.5
+nms-iou = {nms}
 """
 CONFIG = "batch-sizes = [1, 2]\n" + "".join((
-    DETECTOR.format(name="capped", factory="capped", extra=DECLARED.format(threshold=0.3)),
+    DETECTOR.format(name="capped", factory="capped", extra=DECLARED.format(threshold=0.3, nms=0.5)),
     # The same model compared element by element: the swapped order is real.
     DETECTOR.format(name="capped-by-position", factory="capped", extra=""),
     DETECTOR.format(name="near-tie", factory="near_tie",
-                    extra=DECLARED.format(threshold="0.41806708")),
+                    extra=DECLARED.format(threshold="0.41806708", nms=0.5)),
+    DETECTOR.format(name="nms-tie", factory="nms_near_tie",
+                    extra=DECLARED.format(threshold=0.3, nms="0.32020953")),
     DETECTOR.format(name="baked", factory="baked_scale",
-                    extra='exporter = ["torchscript"]\n' + DECLARED.format(threshold=0.3)),
+                    extra='exporter = ["torchscript"]\n' + DECLARED.format(threshold=0.3, nms=0.5)),
 ))
 
 
@@ -99,6 +101,24 @@ def test_a_score_cut_off_between_the_two_sides_sigmoids_is_a_near_threshold_warn
     assert (record["onnx_only"], record["torch_only"]) == (1, 0)
     # the band is what the image's matched scores differ by (sigmoid's last bits), no wider
     assert 0 < record["max_score_diff"] < 2e-7
+
+
+@pytest.mark.slow
+def test_an_nms_iou_between_the_two_sides_overlaps_is_a_near_threshold_warning_at_every_size(
+        checked):
+    model = checked["nms-tie"]
+    assert model["passed"], model["findings"]
+    near = next(f for f in model["findings"] if f["code"] == "detection-near-threshold")
+    assert "with a box kept on the other side within" in near["message"]
+    assert "of nms-iou 0.32020953" in near["message"]
+    tied = [image for image in model["detections"] if image["near_threshold"]]
+    # the near-tie box sits at the image's top edge: every length and batch size keeps it
+    assert {tuple(image["shape"]) for image in tied} == {
+        (3, 48, 48), (3, 40, 48), (3, 56, 48), (3, 48, 40), (3, 48, 64)}
+    for image in tied:
+        assert (image["torch_count"] + 1, image["onnx_only"], image["near_threshold"]) == (
+            image["onnx_count"], 1, 1)
+        assert image["min_iou"] > 0.999999  # the band: 1 - 0.9999994, against a 2e-9 tie
 
 
 @pytest.mark.slow
