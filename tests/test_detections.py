@@ -3,6 +3,7 @@ pure-PyTorch detector of tests/fixture_repo/models/detect.py, and the matching r
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -10,8 +11,9 @@ import numpy as np
 import pytest
 
 from fixture_repo.harness import CliRun, copy_repo, run_cli
-from onnx_parity.settings import Column, ConfigError, Detections, load_settings
+from onnx_parity.settings import Column, ConfigError, Detections, ModelSpec, load_settings
 from onnx_parity.verification.detections.images import ImageDetections, read_images
+from onnx_parity.verification.detections.judged import RunPlace, judge_run
 from onnx_parity.verification.detections.matching import match
 from onnx_parity.verification.detections.near_threshold import Noise, Side, reasons
 
@@ -213,3 +215,33 @@ def test_class_logits_become_scores_and_labels_and_the_cut_off_drops_on_both_sid
     assert image.labels.tolist() == [0]
     assert image.scores[0] == pytest.approx(1 / (1 + np.exp(-2.0)))
     assert image.boxes[0].tolist() == pytest.approx([0.4, 0.4, 0.6, 0.6])
+
+
+def test_a_detection_at_the_max_det_cut_is_a_near_tie_of_the_rank() -> None:
+    spec = Detections(boxes=Column("boxes"), scores=Column("scores"), max_det=2)
+    kept = _side([[0, 0, 10, 10], [20, 0, 30, 10]], [0.9, 0.40000001])
+    other = _side([[0, 0, 10, 10], [40, 0, 50, 10]], [0.9, 0.40000003])
+    sides = (Side("PyTorch", kept, (1,)), Side("onnxruntime", other, (1,)))
+    found = reasons(sides, Noise(score=1e-7, iou=0.0), spec)
+    assert found[("PyTorch", 1)].startswith("rank at the max-det cut (2)")
+    assert found[("onnxruntime", 1)].startswith("rank at the max-det cut (2)")
+    # the same ranks with more room below the cut: no near-tie, a defect
+    roomy = Detections(boxes=Column("boxes"), scores=Column("scores"), max_det=3)
+    assert reasons(sides, Noise(score=1e-7, iou=0.0), roomy) == {}
+
+
+def test_pairs_outside_the_tolerance_do_not_widen_the_noise_band() -> None:
+    declared = Detections(boxes=Column("boxes"), scores=Column("scores"), nms_iou=0.5)
+    spec = dataclasses.replace(ModelSpec(name="m", factory="models.net:build", inputs={}),
+                               detections=declared)
+    torch_side = {"boxes": np.array([[0, 0, 10, 10], [50, 0, 60, 10]], np.float32),
+                  "scores": np.array([0.9, 0.8], np.float32)}
+    # onnxruntime: both boxes 1 px off (matched, IoU 0.82, outside box-atol 0.1), and one more
+    # box overlapping the first at IoU 0.45: within 0.18 of nms-iou, far outside float noise
+    onnx_side = {"boxes": np.array([[1, 0, 11, 10], [51, 0, 61, 10], [0, 0, 10, 4.5]],
+                                   np.float32),
+                 "scores": np.array([0.9, 0.8, 0.7], np.float32)}
+    (image,) = judge_run(torch_side, onnx_side, spec, RunPlace(1, {}, (3, 64, 64)))
+    assert (image.matched, image.outside, image.near_threshold) == (2, 2, 0)
+    assert [u.side for u in image.lost] == ["onnxruntime"]
+    assert not image.passed

@@ -59,12 +59,15 @@ def _image(row: int, sides: tuple[ImageDetections, ImageDetections], spec: Model
     torch_side, onnx_side = sides
     matching = match(torch_side, onnx_side, detections.match_iou)
     pairs = [_pair(torch_side, onnx_side, i, j, overlap) for i, j, overlap in matching.pairs]
-    noise = Noise(max((p.score_diff for p in pairs), default=0.0),
-                  max((1.0 - p.iou for p in pairs), default=0.0))
-    explained = reasons((Side(TORCH, torch_side, matching.torch_only),
-                         Side(ONNX, onnx_side, matching.onnx_only)), noise, detections)
     outside = [p for p in pairs if p.box_diff > detections.box_atol
                or p.score_diff > spec.atol + spec.rtol * abs(p.torch.score)]
+    # The noise band: what the pairs that agree differ by (a defect's pairs would widen it
+    # until it swallowed the defect's lost detections too).
+    agree = [p for p in pairs if p not in outside]
+    noise = Noise(max((p.score_diff for p in agree), default=0.0),
+                  max((1.0 - p.iou for p in agree), default=0.0))
+    explained = reasons((Side(TORCH, torch_side, matching.torch_only),
+                         Side(ONNX, onnx_side, matching.onnx_only)), noise, detections)
     worst = (max(outside, key=lambda p: p.box_diff) if outside
              else min(pairs, key=lambda p: p.iou, default=None))
     return DetectionImage(
