@@ -245,3 +245,17 @@ def test_pairs_outside_the_tolerance_do_not_widen_the_noise_band() -> None:
     assert (image.matched, image.outside, image.near_threshold) == (2, 2, 0)
     assert [u.side for u in image.lost] == ["onnxruntime"]
     assert not image.passed
+
+
+def test_equal_scores_that_nms_visits_in_another_order_are_a_near_tie() -> None:
+    spec = Detections(boxes=Column("boxes"), scores=Column("scores"), nms_iou=0.5)
+    # two overlapping boxes (IoU 0.67) both scored 0.45: each side keeps the one it sorted first
+    first, second = [0.0, 0.0, 10.0, 10.0], [2.0, 0.0, 12.0, 10.0]
+    torch_side = _side([first], [0.45])
+    onnx_side = _side([second], [0.45])
+    sides = (Side("PyTorch", torch_side, (0,)), Side("onnxruntime", onnx_side, (0,)))
+    found = reasons(sides, Noise(score=0.0, iou=0.0), spec)
+    assert found[("PyTorch", 0)].startswith("score 0.45 ties that of a box it overlaps")
+    # the same boxes with scores 0.01 apart: NMS's order is no tie, a defect
+    apart = (sides[0], Side("onnxruntime", _side([second], [0.44]), (0,)))
+    assert reasons(apart, Noise(score=0.0, iou=0.0), spec) == {}

@@ -288,8 +288,9 @@ CATALOGUE: dict[Code, CodeInfo] = {
         Severity.WARNING,
         "a detector's two sides differ by detections a threshold's near-tie explains: a score "
         "within the image's measured score noise of `score-threshold`, an IoU within the measured "
-        "noise of `nms-iou`, a rank at the `max-det` cut, or a box suppressed because of such "
-        "a near-tie (a cascade); every other detection matched",
+        "noise of `nms-iou`, an overlapping box of a tied score NMS visited in the other order, a "
+        "rank at the `max-det` cut, or a box suppressed because of such a near-tie (a cascade); "
+        "every other detection matched",
         "Nothing to fix in the export: float noise decided one side of a threshold. If a "
         "deployment must reproduce PyTorch's detections exactly, keep the threshold off the "
         "values the model produces (e.g. compare IoU in the same precision on both sides).",

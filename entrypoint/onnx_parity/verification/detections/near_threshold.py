@@ -62,7 +62,8 @@ def _direct(side: ImageDetections, index: int, other: ImageDetections, noise: No
         return (f"score {score:.9g} within {band(spec.score_threshold, noise.score):.2g} of "
                 f"score-threshold {spec.score_threshold:.9g}")
     if spec.nms_iou is not None:
-        reason = _nms(side, index, other, noise, spec.nms_iou)
+        reason = _nms(side, index, other, noise, spec.nms_iou) or _tie(side, index, other,
+                                                                       noise, spec.nms_iou)
         if reason is not None:
             return reason
     if spec.max_det is not None and len(side) >= spec.max_det:
@@ -86,6 +87,20 @@ def _nms(side: ImageDetections, index: int, other: ImageDetections, noise: Noise
             return (f"IoU {float(overlaps[near[0]]):.10g} with a box kept on {where} within "
                     f"{width:.2g} of nms-iou {nms_iou:.9g}")
     return None
+
+
+def _tie(side: ImageDetections, index: int, other: ImageDetections, noise: Noise,
+         nms_iou: float) -> str | None:
+    """It overlaps, above nms-iou, a box the other side kept in its place whose score ties its
+    own: which of two equal scores NMS visits first is each runtime's sort order."""
+    score = float(side.scores[index])
+    overlaps = iou(side.boxes[index:index + 1], other.boxes)[0]
+    ties = np.abs(other.scores - score) <= band(score, noise.score)
+    near = np.nonzero(ties & (overlaps > nms_iou - band(nms_iou, noise.iou)))[0]
+    if not near.size:
+        return None
+    return (f"score {score:.9g} ties that of a box it overlaps at IoU {overlaps[near[0]]:.4g} "
+            "on the other side: NMS kept whichever of the two each runtime sorted first")
 
 
 def _cascade(sides: tuple[Side, Side], found: dict[tuple[str, int], str], noise: Noise,
