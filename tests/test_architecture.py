@@ -29,6 +29,7 @@ LAYERS: dict[str, int] = {
     "errors": 0, "ansi": 0, "credentials": 0, "findings": 0, "finding_codes": 0,
     "finding_details": 0, "results": 0,
     "locations": 0, "model_files": 0, "bundle_files": 0, "generation_results": 0,
+    "detection_results": 0,
     "settings": 1,
     "models": 2,
     "export": 3,
@@ -42,7 +43,8 @@ LAYERS: dict[str, int] = {
 }
 # What the vocabulary and the pool may import besides each other.
 VOCABULARY = {"errors", "ansi", "credentials", "findings", "finding_codes", "finding_details", "results",
-              "locations", "model_files", "bundle_files", "generation_results"}
+              "locations", "model_files", "bundle_files", "generation_results",
+              "detection_results"}
 # Stages below publishing never import the command line or GitHub code.
 PUBLISHING_ONLY = ("onnx_parity.cli", "onnx_parity.commands", "onnx_parity.publishing.github")
 

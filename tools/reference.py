@@ -28,6 +28,7 @@ import yaml
 from onnx_parity.commands.parsers import build_parser
 from onnx_parity.errors import ExitCode
 from onnx_parity.findings import CATALOGUE, CodeInfo
+from onnx_parity.settings.keys.detection_keys import detection_keys
 from onnx_parity.settings.loading import load_settings
 from onnx_parity.settings.schema import Key, declared_keys
 from onnx_parity.settings.values import ConfigError
@@ -73,6 +74,7 @@ def configuration_page(_root: Path) -> str:
         "(*re-runs a cached model: no*) changes the verdict without running the model again.\n\n"
         "| Key | Type | Default | Set in | Re-runs a cached model | Meaning |\n"
         "|---|---|---|---|---|---|\n" + "".join(rows)
+        + detection_keys_section()
         + "\n## Every key in one file\n\nEach key with an example value (not its default).\n\n"
         f"```toml\n{EVERY_KEY_FRAGMENT}\n"
         + "".join(f"{key.example}\n" for key in keys if not key.model_only)
@@ -82,6 +84,20 @@ def configuration_page(_root: Path) -> str:
         "list of the keys valid where it stands, exactly as below.\n\n"
         + valid_keys_messages()
     )
+
+
+def detection_keys_section() -> str:
+    """The keys of `[model.detections]` (settings/keys/detection_keys.py's declarations)."""
+    keys = detection_keys()
+    for key in keys:
+        _require_text(key.doc, "entrypoint/onnx_parity/settings/keys/detection_keys.py: key "
+                      f'"{key.name}" has no doc text: write what it means in its setting(...)')
+    rows = "".join(f"| `{key.name}` | {key.kind} | "
+                   f"{'required' if key.default is None else _code(key.default)} "
+                   f"| {_cell(key.doc)} |\n" for key in keys)
+    return ("\n## `[model.detections]` keys {#detections-keys}\n\nA detector's outputs "
+            "(`detections`), matched as detections; see [Detectors](../detectors.md).\n\n"
+            "| Key | Type | Default | Meaning |\n|---|---|---|---|\n" + rows)
 
 
 def _key_row(key: Key) -> str:

@@ -146,6 +146,9 @@ class FindingDetails(TypedDict, total=False):
     threshold: int
     past_length: int
     rows: list[int]
+    # a detector's image that differs, and the near-ties counted (verification/detections/)
+    image: int
+    near_threshold: int
     # where it points (pipeline/all_models.py) and localisation
     # (verification/localisation/localise.py)
     source: str

@@ -279,6 +279,27 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "passes the threshold, as transformers' generate does. The finding names the fix "
         "measured for its case.",
     ),
+    "detection-mismatch": CodeInfo(
+        Severity.ERROR,
+        "a detector's detections differ between PyTorch and onnxruntime (`[model.detections]`): "
+        "one side has a detection no score cut-off, NMS or `max-det` near-tie explains, or a "
+        "matched pair's box is outside `box-atol` or its score outside `atol`",
+        "Run the named image at the named size: a count that differs by many, or boxes offset "
+        "by more than float noise, comes from the graph (a resize scale or an anchor grid "
+        "computed for the export's size, an operator exported at an opset that changes it); "
+        "fix the model code that computes it, not the tolerance.",
+    ),
+    "detection-near-threshold": CodeInfo(
+        Severity.WARNING,
+        "a detector's two sides differ by detections a threshold's near-tie explains: a score "
+        "within the image's measured score noise of `score-threshold`, an IoU within the measured "
+        "noise of `nms-iou`, an overlapping box of a tied score NMS visited in the other order, a "
+        "rank at the `max-det` cut, or a box suppressed because of such a near-tie (a cascade); "
+        "every other detection matched",
+        "Nothing to fix in the export: float noise decided one side of a threshold. If a "
+        "deployment must reproduce PyTorch's detections exactly, keep the threshold off the "
+        "values the model produces (e.g. compare IoU in the same precision on both sides).",
+    ),
 }
 
 

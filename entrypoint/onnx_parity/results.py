@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from onnx_parity.detection_results import DetectionImage
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.generation_results import GenerationResult, StepRepro, TextScore
 
@@ -23,8 +24,7 @@ class OutputComparison:
     max_rel_diff: float | None
     mismatched: int
     total: int
-    # The smallest atol that would have passed at the configured rtol (None: no atol can,
-    # e.g. NaN against a number, or shapes differ).
+    # The smallest atol that passes at the configured rtol (None: none can: NaN, shapes differ)
     smallest_passing_atol: float | None
     passed: bool
     # The shape of each input this comparison ran on.
@@ -34,8 +34,7 @@ class OutputComparison:
     tolerance_share: float | None = None
     # Each declared dynamic dimension other than the batch, at the size this comparison ran.
     dimensions: dict[str, int] = field(default_factory=dict)
-    # Elements not compared (`compare-mask`): where the input `left_out_by` is 0. `total` and
-    # `mismatched` count the compared elements only.
+    # Elements not compared where the input `left_out_by` is 0 (`total`, `mismatched`: those left)
     left_out: int = 0
     left_out_by: str | None = None
 
@@ -269,6 +268,7 @@ class ModelResult:
     cached_from: Provenance | None = None  # set when the cache handed the result back
     base: BaseFigures | None = None  # the model in the baseline report (None: none there)
     generation: GenerationResult | None = None  # a generating model's decoding (`generate`)
+    detections: tuple[DetectionImage, ...] = ()  # a detector's images matched (detections)
 
     @property
     def passed(self) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
 
+from onnx_parity.detection_results import DetectionImage
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import GenerationResult
 from onnx_parity.results import (
@@ -63,6 +64,7 @@ class Ledger:
     divergence: Divergence | None = None
     repro: Repro | None = None
     generation: GenerationResult | None = None
+    detections: list[DetectionImage] = field(default_factory=list)
 
     def result(self) -> ModelResult:
         return ModelResult(
@@ -79,6 +81,7 @@ class Ledger:
             linked_axes=dict(self.linked_axes),
             lengths=dict(self.lengths),
             divergence=self.divergence, repro=self.repro, generation=self.generation,
+            detections=tuple(self.detections),
         )
 
 

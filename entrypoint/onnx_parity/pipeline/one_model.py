@@ -146,6 +146,7 @@ def _checked(job: ModelJob, workdir: Path, ledger: Ledger,
     ledger.axis_sizes, ledger.dimension_sizes = verified.axis_sizes, verified.dimension_sizes
     ledger.lengths = verified.lengths
     ledger.linked_axes = verified.linked_axes
+    ledger.detections = verified.detections
     drop_program_weights(outcome.program)  # localisation is done
     # Only the cuts PyTorch ran: a failed one's error keeps its traceback's frames alive.
     ran = [run for run in verified.runs if run.reference is not None]

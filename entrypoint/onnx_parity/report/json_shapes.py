@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import NotRequired, TypeAlias, TypedDict
 
 from onnx_parity.findings import Code
+from onnx_parity.report.detections_json import DetectionImageJson
 from onnx_parity.report.generation.generation_shapes import GenerationJson, TextScoreJson
 
 # Strict JSON has no Infinity or NaN: a figure that is one is written as "inf", "-inf", "nan".
@@ -235,6 +236,7 @@ class ModelJson(TypedDict):
     max_rss_bytes: int | None  # the worker's peak resident memory (None: not measured)
     seconds: NotRequired[Figure]  # the worker's wall time, when it was measured
     generation: NotRequired[GenerationJson]  # a generating model's decoding (`generate`)
+    detections: NotRequired[list[DetectionImageJson]]  # a detector's images, each run matched
 
 
 class RunJson(TypedDict):

@@ -8,6 +8,7 @@ latency (report/variants_table.py) differ between runs.
 from __future__ import annotations
 
 from onnx_parity.findings import CATALOGUE, Finding, Severity
+from onnx_parity.report.detections_json import detections_row
 from onnx_parity.report.drift_chart import drift_chart
 from onnx_parity.report.generation.generation_table import generation_section
 from onnx_parity.report.repro.repro_text import repro_section
@@ -88,7 +89,8 @@ def shapes(model: ModelResult) -> str:
     parts = ["batch " + ", ".join(str(size) for size in model.batch_sizes)]
     parts += [f"{name} " + ", ".join(str(size) for size in sizes) + _linked(model, name)
               for name, sizes in model.dimension_sizes.items()]
-    return " · ".join(parts)
+    row = detections_row(model.detections)  # a detector's images matched as detections
+    return " · ".join([*parts, row] if row else parts)
 
 
 def _linked(model: ModelResult, dimension: str) -> str:

@@ -11,6 +11,7 @@ from typing import cast
 from onnx_parity import __version__
 from onnx_parity.errors import UserError
 from onnx_parity.findings import Finding, parse_code
+from onnx_parity.report.detections_json import detections_from_json, detections_to_json
 from onnx_parity.report.generation.generation_json import (
     generation_from_json,
     generation_to_json,
@@ -122,6 +123,8 @@ def model_to_json(model: ModelResult) -> ModelJson:
         data["linked_axes"] = {name: list(axes) for name, axes in model.linked_axes.items()}
     if model.generation is not None:  # a generating model's decoding (`generate`)
         data["generation"] = generation_to_json(model.generation)
+    if model.detections:  # a detector's images matched (`[model.detections]`)
+        data["detections"] = detections_to_json(model.detections)
     return data
 
 
@@ -289,6 +292,7 @@ def model_from_json(item: ModelJson) -> ModelResult:
         divergence=divergence_from_json(item.get("divergence")),
         repro=repro_from_json(item.get("repro")),
         generation=generation_from_json(item.get("generation")),
+        detections=detections_from_json(item.get("detections", [])),
     )
 
 

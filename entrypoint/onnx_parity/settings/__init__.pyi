@@ -6,6 +6,7 @@ from .config_file import CONFIG_NAME, PYPROJECT_NAME, PYPROJECT_TABLE
 from .dtypes import at_dtype
 from .init_request import FLOAT_DTYPES, InitError, InputRequest, NewModel, new_model, weights_option
 from .keys.deployment_keys import GENAI, OPTIMUM
+from .keys.detection_keys import Column, Detections, detection_keys
 from .keys.dimension_names import Linear, parse_dimension
 from .keys.environment import resolved_env
 from .keys.generation_keys import Generation
@@ -36,7 +37,9 @@ __all__ = [
     "PYPROJECT_NAME",
     "PYPROJECT_TABLE",
     "AllowWarning",
+    "Column",
     "ConfigError",
+    "Detections",
     "Generation",
     "InitError",
     "InputRequest",
@@ -49,6 +52,7 @@ __all__ = [
     "at_dtype",
     "command_arguments",
     "declared_keys",
+    "detection_keys",
     "entry_header",
     "found_source_folders",
     "load_settings",

@@ -51,6 +51,7 @@ from onnx_parity.settings.keys.checks import (
     tolerance_value,
     variants_value,
 )
+from onnx_parity.settings.keys.detection_keys import DETECTIONS_KEY, Detections
 from onnx_parity.settings.keys.environment import env_value
 from onnx_parity.settings.keys.generation_keys import GENERATE_KEY, Generation
 from onnx_parity.settings.keys.model_keys import (
@@ -206,6 +207,8 @@ class ModelSpec:
             "padding left out; the report says how many), the mask's axes along the output's of "
             "the same `dynamic-axes` name: `attention_mask` (batch, sequence) masks `logits` "
             "(batch, sequence, vocab) and `present.0.key` (batch, heads, sequence, dim) alike.")
+    # How a detector's outputs are compared instead of element by element.
+    detections: Detections | None = setting("detections", None, **DETECTIONS_KEY)
     explicit: tuple[str, ...] = ()  # not a key: the fields the configuration sets (dtypes.py)
     batch_sizes: tuple[int, ...] = setting(
         "batch-sizes", kind="non-empty array of distinct integers >= 1",

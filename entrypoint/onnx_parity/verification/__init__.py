@@ -6,7 +6,9 @@ entry), with the exported graph as read and where a node comes from (onnx_values
 node_sources.py), which the core's nondeterministic-model check names random operators with.
 generation/ (decoding, thresholds, runtimes, vision-language) and localisation/ (the first
 diverging node, repro folders, reduction) build on the core; the core imports neither, and
-localisation/ imports nothing of generation/.
+localisation/ imports nothing of generation/. detections/ (a detector's outputs matched as
+detections) is below the core instead: cuts.py and verified.py call it, it imports nothing of
+the core.
 """
 
 import lazy_loader

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from onnx_parity.detection_results import DetectionImage
 from onnx_parity.models import (
     BoundInputs,
     Reference,
@@ -25,6 +26,8 @@ from onnx_parity.models import (
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import as_exported, compare_masked, nonfinite_mismatch
+from onnx_parity.verification.detections.images import detection_outputs
+from onnx_parity.verification.detections.judged import RunPlace, judge_run
 from onnx_parity.verification.outputs import Relaid, output_masks, output_names
 from onnx_parity.verification.runtime import RuntimeFailure, Session, run_session
 
@@ -50,6 +53,10 @@ class CutRun:
     # PyTorch's values as compared (a complex or number output in the exporter's layout).
     compared: tuple[np.ndarray, ...] = ()
     relaid: tuple[Relaid, ...] = ()  # the outputs so laid out
+    # A detector's images judged as detections (`[model.detections]`), or why its outputs
+    # could not be read as declared.
+    detections: tuple[DetectionImage, ...] = ()
+    detection_error: str | None = None
 
     @property
     def failed(self) -> bool:
@@ -80,6 +87,9 @@ def compare_cut(session: Session, bound: BoundInputs, spec: ModelSpec, cut: Cut,
     compared = tuple(ref if new is None else new
                      for (_, _, _, ref, _), new in zip(outputs, laid, strict=True))
     pairs = [(name, ref, out) for (name, *_, out), ref in zip(outputs, compared, strict=True)]
+    judged = _detections(pairs, spec, cut)
+    if spec.detections is not None:  # those outputs are judged as detections, not by position
+        pairs = [pair for pair in pairs if pair[0] not in detection_outputs(spec.detections)]
     shapes, masks = input_shapes(cut.feed), output_masks(spec, cut.feed)
     rows = tuple(
         dataclasses.replace(compare_masked(name, cut.size, (ref, out), (spec.atol, spec.rtol),
@@ -93,7 +103,22 @@ def compare_cut(session: Session, bound: BoundInputs, spec: ModelSpec, cut: Cut,
                    for (name, onnx_name, kind, ref, out), new in zip(outputs, laid, strict=True)
                    if new is not None)
     return CutRun(cut, reference, rows, onnx_count=len(actual), nonfinite=nonfinite,
-                  compared=compared, relaid=relaid)
+                  compared=compared, relaid=relaid, detections=judged[0],
+                  detection_error=judged[1])
+
+
+def _detections(pairs: list[tuple[str, np.ndarray, np.ndarray]], spec: ModelSpec,
+                cut: Cut) -> tuple[tuple[DetectionImage, ...], str | None]:
+    """A detector's images judged (none for another model), or why they could not be."""
+    if spec.detections is None:
+        return (), None
+    shape = next((tuple(int(n) for n in value.shape[1:]) for value in cut.feed.values()), ())
+    place = RunPlace(cut.size, dict(cut.dimensions), shape)
+    try:
+        return judge_run({name: ref for name, ref, _ in pairs},
+                         {name: out for name, _, out in pairs}, spec, place), None
+    except ValueError as error:
+        return (), str(error)
 
 
 def ort_feed(input_names: tuple[str, ...], bound: BoundInputs,

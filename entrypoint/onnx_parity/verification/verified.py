@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from onnx_parity.detection_results import DetectionImage
 from onnx_parity.export import HardCodedBatch, ModelFacts
 from onnx_parity.findings import Finding
 from onnx_parity.locations import error_location
@@ -29,6 +30,7 @@ from onnx_parity.results import DimensionLengths, OutputComparison
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification import axis_runs, far_side, frozen
 from onnx_parity.verification.cuts import Cut, CutRun, run_cut
+from onnx_parity.verification.detections.findings import detection_findings
 from onnx_parity.verification.far_side import with_far_sides
 from onnx_parity.verification.golden import golden_findings
 from onnx_parity.verification.lengths import Assumed, length_findings
@@ -99,6 +101,8 @@ class Verified:
     # (an export finding, the same as verification judged it): a TracerWarning that explains
     # a failure is an error (tracer_causes.py).
     promoted: list[tuple[Finding, Finding]] = field(default_factory=list)
+    # A detector's images, every run matched as detections (`[model.detections]`).
+    detections: list[DetectionImage] = field(default_factory=list)
 
     def judged(self, findings: list[Finding]) -> list[Finding]:
         """`findings` (the model's, the export's among them) with the promoted ones replaced."""
@@ -157,6 +161,9 @@ def verify_model(torch_side: TorchSide, exported: Exported, spec: ModelSpec, rep
     verified.findings += golden_findings(session, torch_side.golden, spec)
     verified.findings += layout_notes(r for run in runner.ran for r in run.relaid)
     verified.runs = [run for run in runner.ran if run.reference and run.runtime_error is None]
+    verified.detections = [image for run in runner.ran for image in run.detections]
+    verified.findings += detection_findings(
+        verified.detections, [run.detection_error for run in runner.ran if run.detection_error])
     verified.findings = merge_repeats(verified.findings)
     verified.promoted = promoted(exported.export_findings, verified.findings)
     return verified
@@ -257,8 +264,9 @@ def _far_batches(runner: Runner, exported: Exported, verified: Verified) -> far_
 
 def _sweep_batches(runner: Runner, verified: Verified) -> list[int]:
     """The smallest and the largest batch size that both sides ran at the committed sizes
-    (the first configured one when none did)."""
-    ran = sorted({row.batch_size for row in verified.comparisons})
+    (the first configured one when none did); a detector's detections count as ran."""
+    ran = sorted({row.batch_size for row in verified.comparisons}
+                 | {image.batch for run in runner.ran for image in run.detections})
     return sorted({ran[0], ran[-1]}) if ran else [runner.spec.batch_sizes[0]]
 
 
