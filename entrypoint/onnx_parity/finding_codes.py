@@ -34,6 +34,8 @@ Code: TypeAlias = Literal[
     "bundle-error",
     "position-threshold",
     "int4-token-difference",
+    "expert-coverage",
+    "expert-dispatch-loop",
 ]
 CODES: tuple[Code, ...] = get_args(Code)
 

@@ -144,6 +144,9 @@ class FindingDetails(TypedDict, total=False):
     threshold: int
     past_length: int
     rows: list[int]
+    # experts no compared token reached (verification/expert_routing.py): per layer's path,
+    # the experts' indices
+    unrouted: dict[str, list[int]]
     # where it points (pipeline/all_models.py) and localisation (verification/localise.py)
     source: str
     localisation: str

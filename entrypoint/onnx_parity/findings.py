@@ -274,6 +274,25 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "does), or cap the deployed context at the threshold (`max-context`); the finding "
         "names the fix measured for its key.",
     ),
+    "expert-coverage": CodeInfo(
+        Severity.WARNING,
+        "a mixture-of-experts decoder's router sent no token of the compared steps to some "
+        "expert, so that expert's weights were never compared (`generate`)",
+        "Give prompts that reach every expert: more prompts or longer ones (each token goes "
+        "to its top-k experts at every layer), or `eval-tokens` rows of real text; the finding "
+        "names the layers and the experts left out.",
+    ),
+    "expert-dispatch-loop": CodeInfo(
+        Severity.ERROR,
+        "a mixture-of-experts layer dispatches its experts by a Python loop over the experts a "
+        "batch hit (transformers' `eager` experts, or a loop of your own): the export computes "
+        "only the experts its export batch hit",
+        "Dispatch the experts data-independently, every expert in the graph: transformers' "
+        "`batched_mm` (`model.set_experts_implementation(\"batched_mm\")`), or your own "
+        "experts decorated with `@use_experts_implementation`; the finding names the loop's "
+        "line.",
+        explains_mismatch=True,
+    ),
 }
 
 

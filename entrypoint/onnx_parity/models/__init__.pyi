@@ -13,6 +13,15 @@ from .flat_call import FlatInputs, flat_inputs, has_structure
 from .load_errors import LoadError, load_finding
 from .model_zoo import GoldenCase
 from .module_state import one_run
+from .moe import (
+    DispatchLoop,
+    RoutingLog,
+    dispatch_loops,
+    exported_experts,
+    exported_implementations,
+    implementations,
+    recorded_routing,
+)
 from .offload import OffloadedWeights
 from .probe import ProbeResult, probe_model
 from .reference import (
@@ -52,6 +61,7 @@ __all__ = [
     "Call",
     "DerivedInput",
     "Dimension",
+    "DispatchLoop",
     "EvalTokens",
     "Family",
     "FlatInputs",
@@ -66,6 +76,7 @@ __all__ = [
     "ProbeResult",
     "Reference",
     "ReferenceFailure",
+    "RoutingLog",
     "SampleSet",
     "Threshold",
     "as_call",
@@ -82,13 +93,17 @@ __all__ = [
     "decoder_samples",
     "decoder_spec",
     "dimensions",
+    "dispatch_loops",
     "embedding_samples",
     "embedding_spec",
     "encoder_module",
     "encoder_spec",
+    "exported_experts",
+    "exported_implementations",
     "family_of",
     "flat_inputs",
     "has_structure",
+    "implementations",
     "input_shapes",
     "installed_version",
     "is_vision_language",
@@ -99,6 +114,7 @@ __all__ = [
     "one_run",
     "position_limits",
     "probe_model",
+    "recorded_routing",
     "resize",
     "run_reference",
     "step_samples",

@@ -4,7 +4,7 @@ variant scored on `eval-tokens` (`models[].variants[].text`)."""
 
 from __future__ import annotations
 
-from onnx_parity.generation_results import GenerationResult, TextScore
+from onnx_parity.generation_results import ExpertLayer, ExpertsCheck, GenerationResult, TextScore
 from onnx_parity.report.deployment_json import (
     add_deployment,
     bundles_from_json,
@@ -27,6 +27,12 @@ def generation_to_json(g: GenerationResult) -> GenerationJson:
     add_deployment(data, g.bundles, g.runtime)
     if g.pipeline is not None:
         data["pipeline"] = pipeline_to_json(g.pipeline)
+    if g.experts is not None:
+        e = g.experts
+        data["experts"] = {"pytorch": list(e.pytorch), "exported": list(e.exported),
+                           "routed": e.routed, "total": e.total}
+        data["routing"] = [{"layer": layer.layer, "experts": len(layer.tokens),
+                            "tokens": list(layer.tokens)} for layer in e.routing]
     return data
 
 
@@ -40,7 +46,16 @@ def generation_from_json(data: GenerationJson | None) -> GenerationResult | None
         teacher_forced_from=data["teacher_forced_from"], bundles=bundles_from_json(data),
         runtime=runtime_from_json(data),
         thresholds=thresholds_from_json(data.get("thresholds", [])),
-        pipeline=pipeline_from_json(data.get("pipeline")))
+        pipeline=pipeline_from_json(data.get("pipeline")), experts=_experts_from_json(data))
+
+
+def _experts_from_json(data: GenerationJson) -> ExpertsCheck | None:
+    experts = data.get("experts")
+    if experts is None:
+        return None
+    routing = tuple(ExpertLayer(layer["layer"], tuple(layer["tokens"]))
+                    for layer in data.get("routing", []))
+    return ExpertsCheck(tuple(experts["pytorch"]), tuple(experts["exported"]), routing)
 
 
 def text_to_json(score: TextScore | None) -> TextScoreJson | None:

@@ -30,6 +30,21 @@ class GenerationJson(TypedDict):  # generation_results.GenerationResult
     runtime: NotRequired[RuntimeGenerationJson]  # `runtime`: written only when it ran
     thresholds: NotRequired[list[ThresholdJson]]  # position thresholds (absent: older reports)
     pipeline: NotRequired[PipelineJson]  # a vision-language model's three files
+    experts: NotRequired[ExpertsJson]  # a mixture-of-experts decoder's implementations
+    routing: NotRequired[list[ExpertLayerJson]]  # and PyTorch's routing, per layer
+
+
+class ExpertsJson(TypedDict):  # generation_results.ExpertsCheck, its routing apart
+    pytorch: list[str]  # the implementation(s) PyTorch ran: the user's
+    exported: list[str]  # what the file was exported with
+    routed: int  # experts that received a compared token, over every layer
+    total: int
+
+
+class ExpertLayerJson(TypedDict):  # generation_results.ExpertLayer
+    layer: str
+    experts: int
+    tokens: list[int]  # per expert
 
 
 class BundleJson(TypedDict):  # generation_results.Bundle

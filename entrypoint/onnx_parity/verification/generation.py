@@ -32,11 +32,12 @@ from onnx_parity.verification.encoder_decoding import (
     OnnxEncoderDecoder,
     start_tokens,
 )
+from onnx_parity.verification.expert_routing import coverage_findings, routed_steps
 from onnx_parity.verification.generation_review import Miss, mismatch_finding, token_difference
 from onnx_parity.verification.outputs import comparison_findings, layout_mismatch
 from onnx_parity.verification.run_failures import load_failure_finding, runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
-from onnx_parity.verification.torch_steps import RecordedChunk, torch_steps
+from onnx_parity.verification.torch_steps import RecordedChunk
 from onnx_parity.verification.vl_decoding import (
     OnnxPipeline,
     PipelineSessions,
@@ -121,7 +122,7 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     ids, mask = _first_tokens(decoders, prompts)
     if decoders.weights is not None:
         decoders.weights.restore()
-    chunks = torch_steps(decoders, (ids, mask), spec)
+    chunks, experts = routed_steps(decoders, (ids, mask), spec)  # a MoE's routing recorded
     if decoders.weights is not None:
         released = decoders.weights.release()
         print(f"--- PyTorch's {len(chunks)} chunk(s) decoded: {released / 2**20:.0f} MiB of its "
@@ -147,8 +148,9 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     findings = _parity_findings(run.comparisons, spec, explained or [])
     if difference is not None:
         findings.append(mismatch_finding(difference, run.steps))
+    findings += coverage_findings(experts)
     result = GenerationResult(run.steps, len(ids), tuple(run.agree), difference,
-                              tuple(run.drift), forced)
+                              tuple(run.drift), forced, experts=experts)
     return Generated(result, findings, run.comparisons, run.failing, session)
 
 
