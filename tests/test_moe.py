@@ -124,8 +124,9 @@ def loop_moe():
 '''
 
 PASSING = ("qwen3_moe", "mixtral", "gpt_oss", "olmoe")
-ENTRIES = {name: "generate = { steps = 8 }" for name in
+ENTRIES: dict[str, str] = {name: "generate = { steps = 8 }" for name in
            (*PASSING, "qwen3_moe_eager", "qwen3_moe_two_experts")}
+ENTRIES["qwen3_moe"] = 'generate = { steps = 8 }\nvariants = ["int8-dynamic", "int4"]'
 ENTRIES["loop_moe"] = 'generate = { steps = 8, cache = "flat", cache-shape = [1, 2, 8] }'
 # the compared positions of the prompts: 19 prompt tokens (4 rows, two left-padded), then 7
 # one-token steps on 4 rows, and the prompt pass again at batch size 1
@@ -222,3 +223,27 @@ def test_experts_no_compared_token_reached_are_an_expert_coverage_warning(
     assert "model.layers.1.mlp.experts experts " in coverage["message"]
     assert "eval-tokens" in coverage["fix"]
     assert "experts 4/16 routed" in (out / "report.md").read_text(encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_a_moe_variant_decodes_and_says_how_many_router_choices_changed(
+        run: tuple[dict[str, dict], Path, Path]) -> None:
+    import onnx
+
+    models, out, _ = run
+    variants = {variant["name"]: variant for variant in models["qwen3_moe"]["variants"]}
+    assert set(variants) == {"int8-dynamic", "int4"}
+    for name, variant in variants.items():
+        assert variant["skipped"] is None
+        [routing] = [note for note in variant["notes"] if note.startswith("router top-k set")]
+        changed = int(routing.split("changed for ")[1].split(" of ")[0])
+        assert routing.endswith("at the prompts' pass (2 routers)")
+        # 19 prompt tokens, 2 routers
+        assert f"changed for {changed} of 38 (token, router) choices" in routing
+        graph = onnx.load(str(out / f"qwen3_moe.{name}.onnx")).graph
+        stacked = [init for init in graph.initializer if len(init.dims) == 3]
+        # the experts' stacked weights (gate_up, down per layer) are not quantized
+        assert sorted(tuple(init.dims) for init in stacked) == [(8, 32, 16)] * 2 + [(8, 32, 32)] * 2
+        assert {init.data_type for init in stacked} == {onnx.TensorProto.FLOAT}
+    report = (out / "report.md").read_text(encoding="utf-8")
+    assert "`qwen3_moe` int4: router top-k set changed for" in report
