@@ -130,7 +130,8 @@ _HIT = frozenset({"nonzero", "unique", "where", "argwhere"})
 
 def dispatch_loops(module: Any) -> list[DispatchLoop]:
     """Each module class's loop over the experts hit, found once (the first module running it):
-    transformers' experts while they run `eager`, and any module's own forward."""
+    transformers' experts while they run `eager`, and the forward of any module of experts
+    (one that counts `num_experts` or holds an attribute named for its experts)."""
     found: dict[tuple[str, int], DispatchLoop] = {}
     dispatching = {id(child) for _, child in _experts(module)}
     for name, child in module.named_modules() if hasattr(module, "named_modules") else ():
@@ -138,6 +139,8 @@ def dispatch_loops(module: Any) -> list[DispatchLoop]:
         library = id(child) in dispatching
         if library and child.config._experts_implementation_internal != "eager":
             continue  # a data-independent implementation runs, not this forward's loop
+        if not (library or _holds_experts(child)):
+            continue  # a loop over a tensor elsewhere is another finding's (export/review.py)
         loop = _loop_of(getattr(forward, "__wrapped__", forward))
         if loop is not None and loop[:2] not in found:
             found[loop[:2]] = DispatchLoop(name, type(child).__name__, *loop, library)
@@ -145,6 +148,11 @@ def dispatch_loops(module: Any) -> list[DispatchLoop]:
 
 
 @functools.lru_cache(maxsize=256)  # a model's layers share their classes' forwards
+def _holds_experts(child: Any) -> bool:
+    names = [*vars(child), *getattr(child, "_modules", {}), *getattr(child, "_parameters", {})]
+    return any("expert" in name.lower() for name in names)
+
+
 def _loop_of(function: Any) -> tuple[str, int, str] | None:
     """The first `for` of the function iterating a name it assigned from a call in _HIT."""
     import ast
@@ -153,9 +161,9 @@ def _loop_of(function: Any) -> tuple[str, int, str] | None:
     try:
         lines, first = inspect.getsourcelines(function)
         path = inspect.getsourcefile(function)
-    except (OSError, TypeError):
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):  # no source (a notebook's class, a builtin)
         return None
-    tree = ast.parse(textwrap.dedent("".join(lines)))
     hits = {target.id for node in ast.walk(tree) if isinstance(node, ast.Assign)
             and _calls_hit(node.value) for target in node.targets if isinstance(target, ast.Name)}
     for node in ast.walk(tree):
