@@ -105,6 +105,9 @@ def recorded_routing(module: Any) -> Iterator[RoutingLog]:
             log.calls.setdefault(name, []).append(
                 chosen.detach().cpu().numpy().reshape(-1, chosen.shape[-1]))
 
+    if not experts:  # a dense model's calls keep torch's fast path (no global hook)
+        yield log
+        return
     handle = register_module_forward_hook(hook, with_kwargs=True)
     try:
         yield log
