@@ -106,7 +106,8 @@ class ExpertsCheck:
     built) beside the one its file was exported with, and PyTorch's routing."""
 
     pytorch: tuple[str, ...]  # "grouped_mm": the user's
-    exported: tuple[str, ...]  # "batched_mm": what the export traced (models/moe.py)
+    # "batched_mm": what the export traced (models/moe.py); () for an `export-command`'s file
+    exported: tuple[str, ...]
     routing: tuple[ExpertLayer, ...]
 
     @property

@@ -36,7 +36,7 @@ class GenerationJson(TypedDict):  # generation_results.GenerationResult
 
 class ExpertsJson(TypedDict):  # generation_results.ExpertsCheck, its routing apart
     pytorch: list[str]  # the implementation(s) PyTorch ran: the user's
-    exported: list[str]  # what the file was exported with
+    exported: list[str]  # what the file was exported with ([]: an export-command's file)
     routed: int  # experts that received a compared token, over every layer
     total: int
 

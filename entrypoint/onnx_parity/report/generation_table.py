@@ -42,7 +42,9 @@ def experts_clause(g: GenerationResult) -> str:
     if g.experts is None:
         return ""
     e = g.experts
-    return (f"; experts {e.routed}/{e.total} routed (exported with {', '.join(e.exported)}; "
+    exported = (f"exported with {', '.join(e.exported)}" if e.exported
+                else "exported by your export-command")
+    return (f"; experts {e.routed}/{e.total} routed ({exported}; "
             f"PyTorch ran the user's {', '.join(e.pytorch)})")
 
 

@@ -39,8 +39,10 @@ def routed_steps(decoders: Decoders, prompt: tuple[np.ndarray, np.ndarray],
     compared = [(step.mask[:, -step.ids.shape[1]:] > 0) & step.live[:, None]
                 for chunk in chunks for step in chunk.steps]
     routing = tuple(ExpertLayer(name, _counts(log, name, compared)) for name in log.experts)
-    return chunks, ExpertsCheck(implementations(decoders.module),
-                                exported_implementations(decoders.module), routing)
+    # an `export-command` traced the file in its own process, with what it chose
+    exported = () if spec.export_command is not None else exported_implementations(
+        decoders.module)
+    return chunks, ExpertsCheck(implementations(decoders.module), exported, routing)
 
 
 def _counts(log: RoutingLog, name: str, compared: list[np.ndarray]) -> tuple[int, ...]:
