@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from fixture_repo.harness import line_of
-from onnx_parity.verification.divergence import Verdict, feeders, first_divergence
+from onnx_parity.verification.localisation.divergence import Verdict, feeders, first_divergence
 from onnx_parity.verification.onnx_values import Graph, GraphNode, module_and_op, scope_module
 
 DRIFT = Path(__file__).parent / "fixture_repo" / "models" / "drift.py"

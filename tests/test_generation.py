@@ -423,7 +423,7 @@ def over_repro_max_mb(tmp_path: Path, out: Path, record: dict) -> None:
 
     from onnx_parity.settings.loading import load_settings
     from onnx_parity.verification import StepCase, step_repro
-    from onnx_parity.verification.generation import FailingStep
+    from onnx_parity.verification.generation.checked import FailingStep
 
     work = tmp_path / "again"
     work.mkdir()
@@ -636,7 +636,7 @@ def test_generate_in_the_cli_is_exit_2(tmp_path: Path) -> None:
 # ---- the pieces: positions, the token review, the record's round trip ----
 
 def test_position_ids_are_those_of_transformers_generation() -> None:
-    from onnx_parity.verification.decoding import position_ids
+    from onnx_parity.verification.generation.decoding import position_ids
 
     mask = np.array([[1, 1, 1, 1], [0, 0, 1, 1]])
     assert position_ids(mask, 4).tolist() == [[0, 1, 2, 3], [1, 1, 0, 1]]
@@ -646,7 +646,7 @@ def test_position_ids_are_those_of_transformers_generation() -> None:
 
 def test_a_margin_below_the_tolerance_is_a_near_tie_and_a_warning() -> None:
     from onnx_parity.findings import Severity
-    from onnx_parity.verification.generation_review import Miss, mismatch_finding, token_difference
+    from onnx_parity.verification.generation.review import Miss, mismatch_finding, token_difference
 
     torch_logits = np.array([0.0, 3.0, 3.000004, -1.0], dtype=np.float32)
     onnx_logits = np.array([0.0, 3.000005, 3.000004, -1.0], dtype=np.float32)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from fixture_repo.harness import copy_repo, run_cli, write_samples
-from onnx_parity.verification.reduce import _bisect
+from onnx_parity.verification.localisation.reduce import _bisect
 from test_repro import printed_diff, run_repro
 
 DEEP = ('batch-sizes = [1, 3]\n[[model]]\nname = "deep"\nfactory = "models.deep_drift:DeepDrift"\n'

@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from fixture_repo.harness import copy_repo, line_of, run_cli, write_samples
+from onnx_parity.verification.localisation.repro import subgraph_inputs
 from onnx_parity.verification.onnx_values import Graph, GraphNode
-from onnx_parity.verification.repro import subgraph_inputs
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "seed-failures"

@@ -156,7 +156,7 @@ def test_a_dynamic_rope_baked_at_export_fails_past_its_threshold(run: dict[str, 
 # ---- reading the thresholds from the config, per architecture ----
 
 def _thresholds(config: object) -> list[tuple[str, int, tuple[int, ...]]]:
-    from onnx_parity.models.thresholds import thresholds
+    from onnx_parity.models.generating.thresholds import thresholds
 
     return [(item.key, item.value, item.layers) for item in thresholds(config)]
 
@@ -214,8 +214,8 @@ def test_the_context_is_max_context_or_max_position_embeddings() -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from onnx_parity.models.thresholds import position_limits
-    from onnx_parity.verification.threshold_steps import past_lengths
+    from onnx_parity.models.generating.thresholds import position_limits
+    from onnx_parity.verification.generation.thresholds import past_lengths
 
     torch.manual_seed(0)
     model = LlamaForCausalLM(LlamaConfig(
@@ -249,7 +249,7 @@ def test_max_context_is_read_and_a_bad_value_names_the_key(tmp_path: Path) -> No
 
 
 def test_a_built_past_extends_a_real_prefix_at_its_scale() -> None:
-    from onnx_parity.verification.threshold_past import _extended
+    from onnx_parity.verification.generation.threshold_past import _extended
 
     generator = np.random.default_rng(1)
     prefix = generator.normal(3.0, 0.5, (2, 2, 8, 4)).astype(np.float32)
@@ -266,8 +266,11 @@ def test_a_built_past_extends_a_real_prefix_at_its_scale() -> None:
 def test_a_difference_past_the_threshold_names_key_value_length_figure_and_rows() -> None:
     from onnx_parity.generation_results import GenerationResult, ThresholdRun, ThresholdStep
     from onnx_parity.models import Threshold
-    from onnx_parity.report.generation_json import generation_from_json, generation_to_json
-    from onnx_parity.verification.threshold_steps import _compared, _finding
+    from onnx_parity.report.generation.generation_json import (
+        generation_from_json,
+        generation_to_json,
+    )
+    from onnx_parity.verification.generation.thresholds import _compared, _finding
 
     expected = np.zeros((3, 5), dtype=np.float32)
     expected[:, 1] = 1.0

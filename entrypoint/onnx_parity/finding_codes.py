@@ -48,7 +48,8 @@ class CodeInfo:
     # A result with this code is never cached: it depends on the machine (a crash, a timeout,
     # the memory) or on a file that may appear later (a load error), so it always runs again.
     cached: bool = True
-    # A failing model with this code is localised to its first diverging node (localise.py).
+    # A failing model with this code is localised to its first diverging node
+    # (verification/localisation/localise.py).
     localised: bool = False
     # It explains a parity mismatch by itself: no tolerance would make such an export right.
     explains_mismatch: bool = False

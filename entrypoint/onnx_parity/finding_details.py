@@ -15,7 +15,7 @@ from typing import Literal, NotRequired, TypedDict
 
 
 class FirstDivergence(TypedDict):
-    """The first diverging node of a localised mismatch (verification/localise.py)."""
+    """The first diverging node of a localised mismatch (verification/localisation/localise.py)."""
 
     node: str
     op: str | None
@@ -34,7 +34,8 @@ class FirstDivergence(TypedDict):
 
 
 class Reduction(TypedDict):
-    """Where bisection over the graph's order found a failure start (verification/reduce.py)."""
+    """Where bisection over the graph's order found a failure start
+    (verification/localisation/reduce.py)."""
 
     found_by: str  # "bisection" (against PyTorch) | "optimizer-bisection" (against "disabled")
     value: str  # the ONNX value whose prefix fails first
@@ -130,7 +131,7 @@ class FindingDetails(TypedDict, total=False):
     accuracy_level: int
     level0_first_difference: int | None
     cause: str  # "weights" | "int8-activations" | "unknown" (level 0 could not decode)
-    # generation (verification/generation_review.py): the first token that differs
+    # generation (verification/generation/review.py): the first token that differs
     step: int
     row: int
     pytorch_token: int
@@ -138,16 +139,18 @@ class FindingDetails(TypedDict, total=False):
     logit_diff: float
     margin: float
     near_tie: bool
-    runtime: str  # the runtime whose own loop generated (`runtime`, verification/genai_runtime.py)
-    # a position threshold crossed (verification/threshold_steps.py), with `max_abs_diff`
+    # the runtime whose own loop generated (`runtime`, verification/generation/genai_runtime.py)
+    runtime: str
+    # a position threshold crossed (verification/generation/thresholds.py), with `max_abs_diff`
     config_key: str
     threshold: int
     past_length: int
     rows: list[int]
-    # experts no compared token reached (verification/expert_routing.py): per layer's path,
-    # the experts' indices
+    # experts no compared token reached (verification/generation/expert_routing.py): per
+    # layer's path, the experts' indices
     unrouted: dict[str, list[int]]
-    # where it points (pipeline/all_models.py) and localisation (verification/localise.py)
+    # where it points (pipeline/all_models.py) and localisation
+    # (verification/localisation/localise.py)
     source: str
     localisation: str
     first_divergence: FirstDivergence

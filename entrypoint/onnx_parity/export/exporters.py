@@ -61,7 +61,7 @@ def export(exporter: str, request: ExportRequest, destination: Path) -> Exported
     # A trace never settles the module (models/module_state.py): torch.export's tracing
     # leaves an attribute a forward assigns holding a FakeTensor (transformers' LongRoPE
     # `long_inv_freq`), which PyTorch's later runs would then compute with. Its experts run
-    # the data-independent path only while it traces (models/moe.py).
+    # the data-independent path only while it traces (models/generating/moe.py).
     with captured() as capture, one_run(request.module, eager=False), \
             exported_experts(request.module):
         try:

@@ -18,7 +18,6 @@ from onnx_parity.export.assumptions import ShapeAssumption
 from onnx_parity.export.capture import CapturedWarning, unlogged
 from onnx_parity.export.command import command_export
 from onnx_parity.export.constant_shapes import ConstantShape
-from onnx_parity.export.experts_loops import loop_findings
 from onnx_parity.export.export_batch import HardCodedBatch, choose_export_batch
 from onnx_parity.export.exporters import Exported, ExportRequest, export
 from onnx_parity.export.failures import ExportFailure
@@ -40,7 +39,7 @@ from onnx_parity.models import (
     as_call,
     batch_arrays,
     dimensions,
-    dispatch_loops,
+    loop_findings,
     resize,
     run_reference,
     widened_for_export,
@@ -83,7 +82,7 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
     other = (_other_exporter(spec.exporters, request, failures, _scratch(destination, "other"))
              if exported is None else None)
     findings = fallback_findings(failures, exported, repo, spec.allow_warnings, other)
-    findings += loop_findings(dispatch_loops(module), repo)  # a MoE's loop over experts hit
+    findings += loop_findings(module, repo)  # a MoE's loop over the experts hit (models/)
     assumed = AssumedShapes()
     if exported is not None:
         findings += warning_findings(exported.warnings, repo, spec.allow_warnings)

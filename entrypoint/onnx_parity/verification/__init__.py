@@ -1,5 +1,13 @@
 """Stage 4: the exported model in onnxruntime against PyTorch on the samples, and every output
-finding (structure, declared axes, frozen evidence, comparison, golden files)."""
+finding (structure, declared axes, frozen evidence, comparison, golden files).
+
+The modules here are the core: the check of one forward and its tensor rules (verified.py, the
+entry), with the exported graph as read and where a node comes from (onnx_values.py,
+node_sources.py), which the core's nondeterministic-model check names random operators with.
+generation/ (decoding, thresholds, runtimes, vision-language) and localisation/ (the first
+diverging node, repro folders, reduction) build on the core; the core imports neither, and
+localisation/ imports nothing of generation/.
+"""
 
 import lazy_loader
 

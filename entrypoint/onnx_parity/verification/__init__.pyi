@@ -3,26 +3,29 @@
 
 from .compare import nonfinite_mismatch
 from .cuts import Cut, CutRun, ort_feed, run_cut
-from .decoding import OnnxDecoder, TorchDecoder
-from .divergence_text import first_sentence
 from .drift import drift_findings
-from .encoder_decoding import EncoderSide
-from .file_repro import file_repro
-from .genai_runtime import check_runtime
-from .generation import Decoders, FailingStep, Generated, check_generation, failing_cut
+from .generation.checked import FailingStep, Generated, check_generation, failing_cut
+from .generation.decoders import Decoders
+from .generation.decoding import OnnxDecoder, TorchDecoder
+from .generation.encoder_decoding import EncoderSide
+from .generation.genai_runtime import check_runtime
+from .generation.step_repro import StepCase, not_localised, step_repro
+from .generation.threshold_past import PastSide
+from .generation.thresholds import ThresholdCheck, check_thresholds
+from .generation.vision_language.decoding import PipelineSide, open_pipeline
+from .generation.vision_language.files import FailingCall, FilesChecked, check_files
+from .generation.vision_language.runtime import check_vision_runtime
+from .generation.vision_language.thresholds import check_vl_thresholds
 from .lengths import Assumed
-from .localised_findings import attach_localised
+from .localisation.divergence_text import first_sentence
+from .localisation.file_repro import file_repro
+from .localisation.localise import deadline_for, localisation_target, localise
+from .localisation.localised_findings import attach_localised
+from .localisation.request import Localisation
 from .outputs import output_names, sample_notes, variant_nonfinite
 from .run_failures import reference_finding
 from .runtime import RuntimeFailure, Session, open_session, run_session
-from .step_repro import StepCase, not_localised, step_repro
-from .threshold_past import PastSide
-from .threshold_steps import ThresholdCheck, check_thresholds
 from .verified import Exported, TorchSide, Verified, verify_model
-from .vl_decoding import PipelineSide, open_pipeline
-from .vl_files import FailingCall, FilesChecked, check_files
-from .vl_runtime import check_vision_runtime
-from .vl_thresholds import check_vl_thresholds
 
 __all__ = [
     "Assumed",
@@ -35,6 +38,7 @@ __all__ = [
     "FailingStep",
     "FilesChecked",
     "Generated",
+    "Localisation",
     "OnnxDecoder",
     "PastSide",
     "PipelineSide",
@@ -52,10 +56,13 @@ __all__ = [
     "check_thresholds",
     "check_vision_runtime",
     "check_vl_thresholds",
+    "deadline_for",
     "drift_findings",
     "failing_cut",
     "file_repro",
     "first_sentence",
+    "localisation_target",
+    "localise",
     "nonfinite_mismatch",
     "not_localised",
     "open_pipeline",

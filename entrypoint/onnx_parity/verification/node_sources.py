@@ -1,5 +1,5 @@
 """Where a node of the exported graph comes from (the sentence that tells the user is
-divergence_text.py's).
+localisation/divergence_text.py's).
 
 One rule for both exporters: a node's frames, outermost first, end with its own (the operation
 or the module's `forward`); the user's line is the innermost frame in the repository, and the
@@ -9,9 +9,10 @@ as `library_frame`. Where no frame lies in the repository, only the module path 
 - dynamo records, on every ONNX node, its module path and aten op (`namespace`) and the Python
   frames it was computed in (`pkg.torch.onnx.stack_trace`), only those of functions named
   `forward`; where none of them is the user's, the frames that called the node's module come
-  first (call_sites.py).
+  first (localisation/call_sites.py).
 - TorchScript names only the module scope; its frames are those that called the leaf module
-  (read by torch_values.py's forward hook while PyTorch runs again) and the module's `forward`.
+  (read by localisation/torch_values.py's forward hook while PyTorch runs again) and the
+  module's `forward`.
   So a child of `nn.Sequential`, whose `forward` is torch's, is named at the user's line that
   called the container (`hidden = self.blocks(x)`), and a module of the user's at its `forward`.
 """
@@ -41,7 +42,8 @@ class Origin:
 
 def dynamo_origin(node: GraphNode, repo: Path, callers: Sequence[Frame] = ()) -> Origin:
     """Where a dynamo node comes from: its recorded frames, after `callers` (the frames that
-    called its module, when the recorded ones name no line of the repository: call_sites.py)."""
+    called its module, when the recorded ones name no line of the repository:
+    localisation/call_sites.py)."""
     module, op = module_and_op(node.namespace)
     file, line, library = _placed([*callers, *text_frames(node.stack_trace or "")], repo)
     return Origin(op=op or node.op_type, module=module, file=file, line=line,
