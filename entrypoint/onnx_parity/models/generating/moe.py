@@ -9,10 +9,14 @@ in one batch: data-independent, every expert's weights in the graph. An export t
 in place of `grouped_mm`; the module is put back as the user built it when the trace ends, so
 PyTorch's side of every comparison runs the user's own implementation. `eager` (a Python loop
 over the experts a batch hit) is left as the user chose it: its export is wrong, and the finding
-says so (export/ and verification/ name its loop).
+says so at its loop's line (`dispatch_loops` here, said by experts_loops.py).
 
 PyTorch's router choices are read where they enter the experts module (`top_k_index`, its
-second argument) by a forward hook, at every call the check makes.
+second argument) by a forward hook, at every call the generation check makes
+(verification/generation/expert_routing.py counts them).
+
+Not a decoder family of registry.py: an MoE's cache is its attention's (dense, MLA, hybrid),
+so its experts are handled beside whichever family reads its cache.
 """
 
 from __future__ import annotations
