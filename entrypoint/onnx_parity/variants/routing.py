@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from onnx_parity.model_files import ModelFile
+from onnx_parity.models import implementations
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification import Decoders, OnnxDecoder, open_session, run_session
 
@@ -22,8 +23,10 @@ from onnx_parity.verification import Decoders, OnnxDecoder, open_session, run_se
 def routing_note(fp32: ModelFile, variant: ModelFile, decoders: Decoders,
                  prompts: dict[str, np.ndarray], spec: ModelSpec) -> str | None:
     """'router top-k set changed for 3 of 76 (token, router) choices (3.9%) ...', or None for
-    a decoder with no TopK (a dense one) or no plain prompt pass (an encoder-decoder, a VLM)."""
-    if decoders.encoder is not None or decoders.pipeline is not None:
+    a decoder without transformers' experts (its file is not read again: a dense model's variants
+    pay nothing) or with no plain prompt pass (an encoder-decoder, a VLM)."""
+    if (decoders.encoder is not None or decoders.pipeline is not None
+            or not implementations(decoders.module)):
         return None
     ids, mask = (np.asarray(prompts[name]).astype(np.int64)
                  for name in ("input_ids", "attention_mask"))
