@@ -1,4 +1,5 @@
-"""The layout holds: imports follow the stage order, each finding code has one home, modules fit.
+"""The layout holds: imports follow the stage order, each finding code has one home that
+ARCHITECTURE.md names, modules and folders fit.
 
 Parsed from the source with `ast` (every import, those inside functions too), so a shortcut
 taken anywhere fails here with the module, the line and the rule it breaks (ARCHITECTURE.md).
@@ -8,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import re
 import subprocess
 import sys
 from collections import defaultdict
@@ -206,20 +208,76 @@ def _literal_codes(node: ast.expr) -> list[str]:
     return []
 
 
+# crash, timeout and out-of-memory come from the pool's own words (WorkerFailure.kind).
+WORKER_KINDS = {"crash", "timeout", "out-of-memory"}
+WORKER_KINDS_HOME = "onnx_parity.isolation.pool"
+
+
 def test_each_finding_code_is_built_in_exactly_one_module() -> None:
     built = finding_codes_built()
-    # crash, timeout and out-of-memory come from the pool's own words (WorkerFailure.kind).
-    worker_kinds = {"crash", "timeout", "out-of-memory"}
     assert set(built) <= set(CATALOGUE), sorted(set(built) - set(CATALOGUE))
-    assert set(CATALOGUE) - worker_kinds <= set(built), sorted(set(CATALOGUE) - set(built))
+    assert set(CATALOGUE) - WORKER_KINDS <= set(built), sorted(set(CATALOGUE) - set(built))
     doubled = {code: sorted(where) for code, where in built.items() if len(where) > 1}
     assert not doubled, doubled
 
 
+ARCHITECTURE_MD = PACKAGE.parent.parent / "ARCHITECTURE.md"
+VOCABULARY_LABEL = "The vocabulary"
+
+
 def test_architecture_md_names_every_package_and_top_level_module() -> None:
-    text = (PACKAGE.parent.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
+    text = ARCHITECTURE_MD.read_text(encoding="utf-8")
     missing = [f"`{layer}`" for layer in LAYERS if layer != "__main__" and f"`{layer}" not in text]
     assert not missing, f"ARCHITECTURE.md does not describe {missing}"
+
+
+def folder_paragraphs(text: str) -> dict[str, str]:
+    """Each folder's paragraph of ARCHITECTURE.md: a list item that opens with the folder in
+    bold (`- **`models/generating/`**: ...`), up to the next item or blank line; the top-level
+    modules' item opens with **The vocabulary**."""
+    found: dict[str, str] = {}
+    label = ""
+    lines: list[str] = []
+    for line in [*text.splitlines(), ""]:
+        if line.startswith("- ") or not line.strip():
+            if label:
+                found[label] = "\n".join(lines)
+            opened = re.match(r"- \*\*`?([^`*]+?)/?`?\*\*", line)
+            label, lines = (opened.group(1), [line]) if opened else ("", [])
+        elif label:
+            lines.append(line)
+    return found
+
+
+def _folder_of(module: str) -> str:
+    """`onnx_parity.verification.generation.review` -> `verification/generation`."""
+    folder = "/".join(module.split(".")[1:-1])
+    return folder or VOCABULARY_LABEL
+
+
+def test_architecture_md_has_a_paragraph_for_every_folder() -> None:
+    paragraphs = folder_paragraphs(ARCHITECTURE_MD.read_text(encoding="utf-8"))
+    folders = [str(folder.relative_to(PACKAGE)) for folder in sub_packages()]
+    missing = [folder for folder in folders if folder not in paragraphs]
+    assert not missing, f"ARCHITECTURE.md has no paragraph (- **`<folder>/`**: ...) for {missing}"
+
+
+def test_architecture_md_names_each_finding_code_where_its_module_is_described() -> None:
+    """A newcomer finds a code's home from the page: the paragraph of the folder that builds
+    it names the code and the module, both in backticks."""
+    paragraphs = folder_paragraphs(ARCHITECTURE_MD.read_text(encoding="utf-8"))
+    built = finding_codes_built()
+    homes = {code: sorted(built[code]) if code in built else [WORKER_KINDS_HOME]
+             for code in CATALOGUE}
+    unnamed = []
+    for code, modules_of_code in sorted(homes.items()):
+        for module in modules_of_code:
+            folder, stem = _folder_of(module), module.rpartition(".")[2]
+            file = f"`{stem}`" if folder == VOCABULARY_LABEL else f"`{stem}.py`"
+            paragraph = paragraphs.get(folder, "")
+            if f"`{code}`" not in paragraph or file not in paragraph:
+                unnamed.append(f"`{code}` ({file}) in the paragraph of {folder}")
+    assert not unnamed, "ARCHITECTURE.md does not name " + "; ".join(unnamed)
 
 
 # ---------------------------------------------------------------------------------------------

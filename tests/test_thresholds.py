@@ -33,10 +33,16 @@ def _phi3(**extra):
         pad_token_id=0, bos_token_id=1, eos_token_id=2, **extra)).eval()
 
 
-def phi3_longrope():
+def phi3_longrope(original=32, **extra):
     """LongRoPE switching to long_factor past 32 positions (head_dim 8: 4 factors each)."""
-    return _phi3(original_max_position_embeddings=32, rope_scaling={
-        "type": "longrope", "short_factor": [1.0] * 4, "long_factor": [1.0, 4.0, 7.0, 10.0]})
+    return _phi3(original_max_position_embeddings=original, rope_scaling={
+        "type": "longrope", "short_factor": [1.0] * 4, "long_factor": [1.0, 4.0, 7.0, 10.0]},
+        **extra)
+
+
+def phi3_longrope_48():
+    """At 48, its weights drawn wider (logits up to about 3, not 0.4) so tokens flip."""
+    return phi3_longrope(48, initializer_range=0.2)
 
 
 def phi3():
@@ -51,6 +57,35 @@ def mistral_sliding():
         vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
         num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
         sliding_window=4)).eval()
+
+
+def mistral_far_window():
+    """A window of 40 positions, which 8-token prompts and 4 steps never reach."""
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)
+    return MistralForCausalLM(MistralConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
+        sliding_window=40)).eval()
+
+
+def llama():
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    torch.manual_seed(0)
+    return LlamaForCausalLM(LlamaConfig(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)).eval()
+
+
+def qwen2():
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(0)
+    return Qwen2ForCausalLM(Qwen2Config(
+        vocab_size=64, hidden_size=32, intermediate_size=64, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)).eval()
 
 
 def llama_dynamic():
@@ -78,8 +113,10 @@ def entry(name: str, generate: str) -> str:
 def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
     root = tmp_path_factory.mktemp("thresholds")
     repo = write_model_repo(root, ("library", MODELS), prompts(), "batch-sizes = [4]\n" + "".join(
-        [entry("phi3_longrope", "{ steps = 4 }"), entry("phi3", "{ steps = 4 }"),
-         entry("mistral_sliding", "{ steps = 4 }"),
+        [entry("phi3_longrope", "{ steps = 4 }"), entry("phi3_longrope_48", "{ steps = 4 }"),
+         entry("phi3", "{ steps = 4 }"), entry("mistral_sliding", "{ steps = 4 }"),
+         entry("mistral_far_window", "{ steps = 4 }"), entry("llama", "{ steps = 4 }"),
+         entry("qwen2", "{ steps = 4 }"),
          entry("llama_dynamic", "{ steps = 4, max-context = 64 }")]))
     done = run_cli("check", "--jobs", "1", cwd=repo, out=root / "out")
     assert done.code == 1, done.stdout + done.stderr
@@ -94,12 +131,12 @@ def one(result: dict) -> dict:
 
 
 @pytest.mark.slow
-def test_a_longrope_phi3_agrees_across_its_threshold(run: dict[str, dict]) -> None:
+def test_a_longrope_phi3_agrees_with_its_cache_across_its_threshold(run: dict[str, dict]) -> None:
     """The stock LongRoPE of transformers 5.23 selects its factors with torch.where inside the
-    graph: the file switches where PyTorch does. (It failed here only while the export left
-    torch.export's FakeTensor `long_inv_freq` on the module, which PyTorch then computed with.)"""
+    graph: the file switches where PyTorch's forward with cache does. (It failed here only
+    while the export left torch.export's FakeTensor `long_inv_freq` on the module, which
+    PyTorch then computed with.)"""
     result = run["phi3_longrope"]
-    assert result["passed"], errors(result)
     threshold = one(result)
     assert (threshold["key"], threshold["value"], threshold["passed"]) == (
         "original_max_position_embeddings", 32, True)
@@ -107,6 +144,82 @@ def test_a_longrope_phi3_agrees_across_its_threshold(run: dict[str, dict]) -> No
     assert all(step["max_logit_diff"] <= result["atol"] and step["tokens_agree"] == 4
                for step in threshold["steps"])
     assert "extended by 22 positions" in threshold["built"]
+
+
+def cached_loop(result: dict) -> dict:
+    [finding] = [f for f in result["findings"] if f["code"] == "position-threshold"]
+    return finding
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("name", "value"), [("phi3_longrope", 32), ("phi3_longrope_48", 48)])
+def test_a_longrope_phi3_fails_where_generate_recomputes_its_cache(
+        run: dict[str, dict], name: str, value: int) -> None:
+    """Past the threshold transformers' generate drops Phi3's cache and recomputes the prefix
+    with the long factors; the file's loop (and every runtime feeding presents back) keeps the
+    keys cached with the short ones: it agrees with the forward with cache, not with the full
+    forward over the same prefix."""
+    result = run[name]
+    assert not result["passed"]
+    full = result["generation"]["full_prefix"]
+    assert full["lengths"] == [11, value - 1, value, value + 1]
+    below, at, past = full["compared"][1:]
+    for item in (below, at):
+        assert item["max_logit_diff"] <= result["atol"]
+        assert not item["differing_rows"]
+    assert (past["threshold"], past["recomputes"], past["cached_within"]) == (value, True, True)
+    assert past["cached_diff"] <= result["atol"] < past["max_logit_diff"]
+    assert full["max_logit_diff"] == past["max_logit_diff"]
+    finding = cached_loop(result)
+    assert finding["severity"] == "error"
+    message = finding["message"]
+    assert message.startswith(f"`original_max_position_embeddings` = {value}: rope_type longrope")
+    assert f"not with the model's own full forward over the same {value + 1} positions" in message
+    assert f"max logit diff {past['max_logit_diff']:.3g} (atol 1e-05)" in message
+    assert "(onnxruntime-genai, optimum) computes the same wrong values" in message
+    if past["first_token"] is None:
+        assert "the greedy tokens still agree at every length compared" in message
+    else:
+        row, file_token, full_token = past["first_token"]
+        assert (f"first token that differs: prompt row {row} at {value + 1} positions, the "
+                f"file's {file_token} against the full forward's {full_token}") in message
+        assert (finding["details"]["onnx_token"], finding["details"]["pytorch_token"]) == (
+            file_token, full_token)
+    assert finding["details"]["threshold"] == value
+    assert finding["details"]["past_length"] == value
+    assert "a prompt pass with an empty past) once the context passes" in finding["fix"]
+    assert f"max-context = {value}" in finding["fix"]
+    assert (f"the model's full forward differs from the cached loop by "
+            f"{past['max_logit_diff']:.2g} at {value + 1} positions ❌") in run["report.md"]["text"]
+
+
+@pytest.mark.slow
+def test_a_wider_longrope_phi3_picks_other_tokens_than_generate(run: dict[str, dict]) -> None:
+    """Logits up to about 3: the cached loop's greedy token is not the full forward's."""
+    past = run["phi3_longrope_48"]["generation"]["full_prefix"]["compared"][-1]
+    assert past["tokens_agree"] < past["rows"]
+    assert past["first_token"] is not None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["phi3", "llama", "qwen2", "mistral_sliding",
+                                  "mistral_far_window"])
+def test_dense_and_sliding_decoders_agree_with_their_full_forward(
+        run: dict[str, dict], name: str) -> None:
+    result = run[name]
+    assert result["passed"], errors(result)
+    full = result["generation"]["full_prefix"]
+    assert full["lengths"][0] == 11  # the last step: 8 prompt positions and 3 tokens
+    assert full["max_logit_diff"] <= result["atol"]
+    assert not any(item["recomputes"] or item["differing_rows"] for item in full["compared"])
+
+
+@pytest.mark.slow
+def test_a_window_the_prompts_never_reach_is_crossed_from_a_real_prefix(
+        run: dict[str, dict]) -> None:
+    full = run["mistral_far_window"]["generation"]["full_prefix"]
+    assert full["lengths"] == [11, 39, 40, 41]
+    assert "continued by each row's own tokens" in full["built"]
 
 
 @pytest.mark.slow
@@ -151,6 +264,9 @@ def test_a_dynamic_rope_baked_at_export_fails_past_its_threshold(run: dict[str, 
     report = run["report.md"]["text"]
     assert "thresholds: max_position_embeddings = 32 ❌" in report
     assert "| ❌ | `max_position_embeddings` | 32 | all | past 30:" in report
+    # transformers' generate keeps a dynamic rope's cache: its loop is the model's generation
+    past_full = result["generation"]["full_prefix"]["compared"][-1]
+    assert (past_full["total"], past_full["recomputes"]) == (33, False)
 
 
 # ---- reading the thresholds from the config, per architecture ----
@@ -287,3 +403,44 @@ def test_a_difference_past_the_threshold_names_key_value_length_figure_and_rows(
     assert "torch.where(seq_len > 32, long, short)" in (finding.fix or "")
     result = GenerationResult(4, 3, (4, 4, 4), None, (0.0,) * 4, None, thresholds=(run,))
     assert generation_from_json(generation_to_json(result)) == result
+
+
+def test_a_prefix_of_any_length_continues_each_row_with_its_own_tokens() -> None:
+    from onnx_parity.verification.generation.full_prefix import prefix_tokens
+
+    given = prompts()
+    ids, mask = prefix_tokens((given["input_ids"], given["attention_mask"]), 30)
+    assert ids.shape == mask.shape == (4, 30)
+    assert np.array_equal(ids[:, :8], given["input_ids"])
+    real = given["input_ids"][2][given["attention_mask"][2] > 0]  # row 2: 3 padded positions
+    assert np.array_equal(ids[2, 8:13], real)
+    assert np.array_equal(ids[2, 13:18], real)
+    assert mask[:, 8:].all()
+    short, _ = prefix_tokens((given["input_ids"], given["attention_mask"]), 2)
+    assert np.array_equal(short, given["input_ids"][:, -2:])
+
+
+def test_a_cached_loop_is_judged_only_where_the_models_own_generation_recomputes() -> None:
+    from onnx_parity.generation_results import FullPrefix, PrefixLength
+    from onnx_parity.models import PositionLimits, Threshold
+    from onnx_parity.report.generation.full_prefix_json import (
+        full_prefix_from_json,
+        full_prefix_to_json,
+    )
+    from onnx_parity.verification.generation.thresholds import cached_loop_findings
+
+    limits = PositionLimits((Threshold("max_position_embeddings", 32, "ntk"),), 64, "max-context")
+    below = PrefixLength(31, 32, 0.0, 0.0, 4, 4, ())
+    past = PrefixLength(33, 32, 3e-4, 1e-8, 3, 4, (0, 1), (1, 7, 9), recomputes=False)
+    kept = FullPrefix((below, past), "built")
+    assert cached_loop_findings(kept, limits, (1e-5, 1e-4)) == []  # generate is the loop
+    dropped = FullPrefix((below, PrefixLength(33, 32, 3e-4, 1e-8, 3, 4, (0, 1), (1, 7, 9),
+                                              recomputes=True)), "built")
+    [finding] = cached_loop_findings(dropped, limits, (1e-5, 1e-4))
+    assert "prompt row 1 at 33 positions, the file's 7 against the full forward's 9" in (
+        finding.message)
+    baked = FullPrefix((below, PrefixLength(33, 32, 3e-4, 3e-4, 3, 4, (0, 1), None,
+                                            recomputes=True, cached_within=False)))
+    assert cached_loop_findings(baked, limits, (1e-5, 1e-4)) == []  # the file is the defect
+    assert full_prefix_from_json(full_prefix_to_json(dropped)) == dropped
+    assert full_prefix_to_json(dropped)["lengths"] == [31, 33]

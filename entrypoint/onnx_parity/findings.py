@@ -268,11 +268,16 @@ CATALOGUE: dict[Code, CodeInfo] = {
         "a generating model differs from PyTorch across a position threshold its config names "
         "(`original_max_position_embeddings` of LongRoPE, `max_position_embeddings` of dynamic "
         "NTK, `sliding_window`, `attention_chunk_size`), checked by decoding steps just below, "
-        "at and just past it from a built past (`generate`)",
+        "at and just past it from a built past (`generate`); or its cached loop differs from "
+        "the model's own full forward over the same prefix past a threshold where the model's "
+        "generation recomputes its cache (Phi-3's LongRoPE), as every runtime feeding presents "
+        "back does",
         "The file computes as at the export's length where PyTorch switches: compute both "
         "branches in the graph (torch.where over the length, as transformers 5's LongRoPE "
-        "does), or cap the deployed context at the threshold (`max-context`); the finding "
-        "names the fix measured for its key.",
+        "does), or cap the deployed context at the threshold (`max-context`); where the cached "
+        "loop is the defect, run the whole prefix through the file again once the context "
+        "passes the threshold, as transformers' generate does. The finding names the fix "
+        "measured for its case.",
     ),
     "expert-coverage": CodeInfo(
         Severity.WARNING,

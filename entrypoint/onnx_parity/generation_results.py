@@ -54,6 +54,37 @@ class ThresholdRun:
 
 
 @dataclass(frozen=True)
+class PrefixLength:
+    """The file's presents-fed logits at one total length (the last position) against the
+    model's own full forward over the same whole prefix, no cache (what transformers'
+    `generate` computes where it recomputes its cache), and against its forward with cache."""
+
+    total: int  # positions fed, the prefix and the step's token
+    threshold: int | None  # the threshold whose steps it is (None: the generation's last step)
+    max_logit_diff: float  # the file against the full forward
+    cached_diff: float  # the file against the forward with cache (the loop both sides run)
+    tokens_agree: int  # rows whose greedy token is the full forward's
+    rows: int
+    differing_rows: tuple[int, ...]  # prompt rows outside the tolerance or picking another token
+    # The first row picking another token: (prompt row, the file's token, the full forward's).
+    first_token: tuple[int, int, int] | None = None
+    recomputes: bool = False  # the model's own generation drops its cache crossing `threshold`
+    cached_within: bool = True  # the file within the tolerance of the forward with cache
+
+
+@dataclass(frozen=True)
+class FullPrefix:
+    """Every length the file's cached loop was compared at with the model's full forward."""
+
+    lengths: tuple[PrefixLength, ...]
+    built: str = ""  # how a threshold's prefix of tokens was made
+
+    @property
+    def max_logit_diff(self) -> float:
+        return max((length.max_logit_diff for length in self.lengths), default=0.0)
+
+
+@dataclass(frozen=True)
 class FileCheck:
     """One file of a vision-language pipeline against PyTorch on one case: the vision file at
     one image resolution, the embedding file on one prompt case."""
@@ -135,6 +166,7 @@ class GenerationResult:
     runtime: RuntimeGeneration | None = None  # `runtime`: the prompts in that runtime's loop
     thresholds: tuple[ThresholdRun, ...] = ()  # position thresholds crossed (or not, and why)
     pipeline: PipelineChecks | None = None  # a vision-language model's three files
+    full_prefix: FullPrefix | None = None  # the cached loop against the model's full forward
     experts: ExpertsCheck | None = None  # a mixture-of-experts decoder's
 
     @property

@@ -132,8 +132,9 @@ def _generated(exported: Exported, decoders: Decoders,
                given: tuple[ModelJob, dict[str, np.ndarray], Path], ledger: Ledger,
                timer: Timer) -> None:
     """The decoding on both sides (PyTorch's weights out of memory while onnxruntime decodes,
-    verification/generation/checked.py), then whatever runs PyTorch again with its weights read back:
-    the threshold steps, localisation of a failing step, the bundles' loop, the variants."""
+    verification/generation/checked.py), then whatever runs PyTorch again with its weights
+    read back: the threshold steps, localisation of a failing step, the bundles' loop, the
+    variants."""
     (job, prompts, workdir), spec, outcome = given, ledger.spec, exported.outcome
     assert outcome.model is not None
     assert decoders.weights is not None

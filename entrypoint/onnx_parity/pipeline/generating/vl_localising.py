@@ -4,9 +4,9 @@ is.
 Each failing call runs through its file again as a cut against the module the file was
 exported from (the family's wrapper). Where the two agree, the file is not to blame: the
 wrapper computes otherwise than the model's own code, and the call's finding says so. The
-first call where they differ is localised (verification/localisation/localise.py): its first diverging node
-named at the user's (or the library's) line, and the repro folder that runs that subgraph of
-the file alone (repro.py).
+first call where they differ is localised (verification/localisation/localise.py): its first
+diverging node named at the user's (or the library's) line, and the repro folder that runs
+that subgraph of the file alone (repro.py).
 """
 
 from __future__ import annotations

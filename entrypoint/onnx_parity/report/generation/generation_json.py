@@ -12,6 +12,10 @@ from onnx_parity.report.generation.deployment_json import (
     difference_to_json,
     runtime_from_json,
 )
+from onnx_parity.report.generation.full_prefix_json import (
+    full_prefix_from_json,
+    full_prefix_to_json,
+)
 from onnx_parity.report.generation.generation_shapes import GenerationJson, TextScoreJson
 from onnx_parity.report.generation.pipeline_json import pipeline_from_json, pipeline_to_json
 from onnx_parity.report.generation.threshold_json import thresholds_from_json, thresholds_to_json
@@ -26,6 +30,8 @@ def generation_to_json(g: GenerationResult) -> GenerationJson:
     add_deployment(data, g.bundles, g.runtime)
     if g.pipeline is not None:
         data["pipeline"] = pipeline_to_json(g.pipeline)
+    if g.full_prefix is not None:
+        data["full_prefix"] = full_prefix_to_json(g.full_prefix)
     if g.experts is not None:
         e = g.experts
         data["experts"] = {"pytorch": list(e.pytorch), "exported": list(e.exported),
@@ -45,7 +51,9 @@ def generation_from_json(data: GenerationJson | None) -> GenerationResult | None
         teacher_forced_from=data["teacher_forced_from"], bundles=bundles_from_json(data),
         runtime=runtime_from_json(data),
         thresholds=thresholds_from_json(data.get("thresholds", [])),
-        pipeline=pipeline_from_json(data.get("pipeline")), experts=_experts_from_json(data))
+        pipeline=pipeline_from_json(data.get("pipeline")),
+        full_prefix=full_prefix_from_json(data.get("full_prefix")),
+        experts=_experts_from_json(data))
 
 
 def _experts_from_json(data: GenerationJson) -> ExpertsCheck | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import NotRequired, TypedDict
 
+from onnx_parity.report.generation.full_prefix_json import FullPrefixJson
 from onnx_parity.report.generation.pipeline_json import PipelineJson
 from onnx_parity.report.generation.threshold_json import ThresholdJson
 
@@ -30,6 +31,8 @@ class GenerationJson(TypedDict):  # generation_results.GenerationResult
     runtime: NotRequired[RuntimeGenerationJson]  # `runtime`: written only when it ran
     thresholds: NotRequired[list[ThresholdJson]]  # position thresholds (absent: older reports)
     pipeline: NotRequired[PipelineJson]  # a vision-language model's three files
+    # the file's cached loop against the model's full forward (absent: not compared)
+    full_prefix: NotRequired[FullPrefixJson]
     experts: NotRequired[ExpertsJson]  # a mixture-of-experts decoder's implementations
     routing: NotRequired[list[ExpertLayerJson]]  # and PyTorch's routing, per layer
 

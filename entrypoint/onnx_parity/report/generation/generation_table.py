@@ -8,7 +8,11 @@ import math
 
 from onnx_parity.generation_results import GenerationResult, PipelineChecks
 from onnx_parity.report.generation.deployment_text import deployment_clause
-from onnx_parity.report.generation.threshold_table import threshold_summary, threshold_table
+from onnx_parity.report.generation.threshold_table import (
+    full_prefix_clause,
+    threshold_summary,
+    threshold_table,
+)
 from onnx_parity.results import ModelResult, RunResult
 
 STATUS = {True: "✅", False: "❌"}
@@ -34,7 +38,8 @@ def generation_summary(g: GenerationResult) -> str:
     if g.pipeline is not None and g.pipeline.derived:  # said where the user reads the verdict
         names = ", ".join(f"`{item.split(':', 1)[0]}`" for item in g.pipeline.derived)
         text += f"; {names} derived (not in the samples: report.json says how)"
-    return text + experts_clause(g) + threshold_summary(g) + deployment_clause(g)
+    return (text + experts_clause(g) + threshold_summary(g) + full_prefix_clause(g)
+            + deployment_clause(g))
 
 
 def experts_clause(g: GenerationResult) -> str:

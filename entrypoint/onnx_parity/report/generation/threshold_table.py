@@ -1,6 +1,7 @@
 """A generating model's position thresholds in report.md, the PR comment and the console: the
 config key and value, the past lengths its steps ran at, each one's max logit difference and
-greedy-token agreement (generation_table.py shows them under the Generation table)."""
+greedy-token agreement (generation_table.py shows them under the Generation table); and where
+the file's cached loop differs from the model's full forward (`full_prefix`)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,19 @@ def threshold_summary(g: GenerationResult) -> str:
                                            else "not crossed (past the context)")
             for run in g.thresholds]
     return "; thresholds: " + ", ".join(said)
+
+
+def full_prefix_clause(g: GenerationResult) -> str:
+    """'; the model's full forward differs from the cached loop by 7.2e-04 at 33 positions ❌'
+    where the file's presents-fed loop differs from the full forward over the same prefix
+    (nothing when it agrees everywhere: report.json has the lengths)."""
+    wrong = [item for item in (g.full_prefix.lengths if g.full_prefix else ())
+             if item.differing_rows]
+    if not wrong:
+        return ""
+    worst = max(wrong, key=lambda item: item.max_logit_diff)
+    return (f"; the model's full forward differs from the cached loop by "
+            f"{worst.max_logit_diff:.2g} at {worst.total} positions {STATUS[False]}")
 
 
 def threshold_table(name: str, g: GenerationResult) -> list[str]:

@@ -21,7 +21,7 @@ import numpy as np
 
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import GenerationResult
-from onnx_parity.models import BoundInputs
+from onnx_parity.models import BoundInputs, PositionLimits
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import Mask, compare_masked
@@ -33,7 +33,9 @@ from onnx_parity.verification.generation.encoder_decoding import (
     start_tokens,
 )
 from onnx_parity.verification.generation.expert_routing import coverage_findings, routed_steps
+from onnx_parity.verification.generation.full_prefix import onnx_full_prefix, torch_full_prefix
 from onnx_parity.verification.generation.review import Miss, mismatch_finding, token_difference
+from onnx_parity.verification.generation.thresholds import cached_loop_findings
 from onnx_parity.verification.generation.torch_steps import RecordedChunk
 from onnx_parity.verification.generation.vision_language.decoding import (
     OnnxPipeline,
@@ -90,21 +92,27 @@ class _Run:
     drift: list[float] = field(default_factory=list)
     step: int = 0  # the step running (a failure's)
     failing: FailingStep | None = None
+    last: dict[int, np.ndarray] = field(default_factory=dict)  # last step's logits, by first row
 
 
 def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: ModelSpec,
-                     explained: list[Finding] | None = None) -> Generated:
+                     explained: list[Finding] | None = None,
+                     limits: PositionLimits | None = None) -> Generated:
     """Every committed prompt, decoded in batches of the largest configured batch size; the
     prompt pass also at each other batch size. PyTorch runs every step first (torch_steps.py),
     then the module's weights leave memory (`decoders.weights`) while onnxruntime replays them.
     `explained`: the model's findings so far, of which a baked branch or a TracerWarning of a
-    value explains a mismatch (outputs.py)."""
+    value explains a mismatch (outputs.py). `limits`: a decoder's position thresholds, whose
+    steps and the last one the file's cached loop is compared at with the model's full
+    forward (full_prefix.py; None: not compared)."""
     assert spec.generate is not None
     run = _Run(spec.generate.steps, (spec.atol, spec.rtol), drift=[0.0] * spec.generate.steps)
     ids, mask = _first_tokens(decoders, prompts)
     if decoders.weights is not None:
         decoders.weights.restore()
     chunks, experts = routed_steps(decoders, (ids, mask), spec)  # a MoE's routing recorded
+    full = (torch_full_prefix(decoders, chunks, dict(spec.forward_kwargs), limits)
+            if limits is not None else None)
     if decoders.weights is not None:
         released = decoders.weights.release()
         print(f"--- PyTorch's {len(chunks)} chunk(s) decoded: {released / 2**20:.0f} MiB of its "
@@ -121,6 +129,8 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     try:
         for chunk in chunks:
             _replay((decoders, session, encoder), chunk, run)
+        prefix = (onnx_full_prefix(full, session, decoders, run.last, run.tolerance)
+                  if full is not None else None)
     except RuntimeFailure as error:
         return Generated(_unrun(run, len(ids)), [runtime_finding(
             f"onnxruntime fails at generation step {run.step}", error)])
@@ -130,9 +140,12 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     findings = _parity_findings(run.comparisons, spec, explained or [])
     if difference is not None:
         findings.append(mismatch_finding(difference, run.steps))
+    if prefix is not None and limits is not None:
+        findings += cached_loop_findings(prefix, limits, run.tolerance)
     findings += coverage_findings(experts)
     result = GenerationResult(run.steps, len(ids), tuple(run.agree), difference,
-                              tuple(run.drift), forced, experts=experts)
+                              tuple(run.drift), forced, full_prefix=prefix,
+                              experts=experts)
     return Generated(result, findings, run.comparisons, run.failing, session)
 
 
@@ -190,6 +203,7 @@ def _replay(sides: Sides, chunk: RecordedChunk, run: _Run) -> None:
                                       mask * live[:, None], chunk.first_row)
         if not chunk.decoding:
             continue
+        run.last[chunk.first_row] = actual.logits[:, -1]
         chosen = expected.logits[:, -1].argmax(-1)
         picked = actual.logits[:, -1].argmax(-1)
         for row in np.flatnonzero(live & (chosen != picked)):

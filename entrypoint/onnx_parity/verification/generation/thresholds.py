@@ -1,12 +1,17 @@
 """Decoding steps across every position threshold of a generating model: `position-threshold`.
 
-A threshold T (models/generating/thresholds.py) below the model's context gets one-token steps at total
-lengths T - 1, T and T + 1 (past lengths T - 2, T - 1, T), from a past built to T - 2
+A threshold T (models/generating/thresholds.py) below the model's context gets one-token steps
+at total lengths T - 1, T and T + 1 (past lengths T - 2, T - 1, T), from a past built to T - 2
 (threshold_past.py), each side then feeding its own cache back and both fed
 PyTorch's greedy token, as the generation check does. A step whose logits are outside the
 tolerance, or whose greedy token differs, fails: `position-threshold` names the config key, its
 value, the past length, the max logit difference and the rows that differ, with a fix that
 works on the pinned stack (measured, docs/generation.md).
+
+The cached loop itself fails it too (`cached_loop_findings`): past a threshold where the model's
+own generation drops its cache and recomputes the prefix, the file agreeing with the model's
+forward with cache but not with its full forward over the same prefix (full_prefix.py) computes
+what every runtime feeding presents back computes, not what `generate` does.
 """
 
 from __future__ import annotations
@@ -17,8 +22,9 @@ from typing import Protocol
 
 import numpy as np
 
+from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import Finding
-from onnx_parity.generation_results import ThresholdRun, ThresholdStep
+from onnx_parity.generation_results import FullPrefix, PrefixLength, ThresholdRun, ThresholdStep
 from onnx_parity.models import PositionLimits, Threshold
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.generation.decoders import Decoders
@@ -192,3 +198,60 @@ def _finding(run: ThresholdRun, threshold: Threshold, tolerance: tuple[float, fl
                    details={"config_key": run.key, "threshold": run.value,
                             "past_length": failed.past, "max_abs_diff": failed.max_logit_diff,
                             "rows": list(failed.differing_rows)})
+
+
+_RECOMPUTE_FIX = (
+    "Run the whole prefix through the file again (a prompt pass with an empty past) once the "
+    "context passes {value} positions, as transformers' generate does, then feed presents back "
+    "from there; or, when the deployed context never passes {value}, deploy it no longer "
+    "(generation's max length at most {value}) and set max-context = {value} in `generate`, so "
+    "the check stops short of it too")
+
+
+def cached_loop_findings(full: FullPrefix, limits: PositionLimits,
+                         tolerance: tuple[float, float]) -> list[Finding]:
+    """`position-threshold` for each crossed threshold where the model's own generation drops
+    its cache (so `generate` computes the full forward) and some later length has the file
+    within the tolerance of the forward with cache but not of the full forward."""
+    findings = []
+    for threshold in limits.thresholds:
+        own = [item for item in full.lengths if item.threshold == threshold.value]
+        wrong = [item for item in full.lengths if item.total > threshold.value
+                 and item.differing_rows and item.cached_within]
+        if wrong and any(item.recomputes for item in own):
+            findings.append(_cached_loop_finding(threshold, wrong, full.lengths, tolerance))
+    return findings
+
+
+def _cached_loop_finding(threshold: Threshold, wrong: list[PrefixLength],
+                         lengths: tuple[PrefixLength, ...],
+                         tolerance: tuple[float, float]) -> Finding:
+    first, value = wrong[0], threshold.value
+    token = next((item for item in wrong if item.first_token is not None), None)
+    said = ("the greedy tokens still agree at every length compared" if token is None
+            or token.first_token is None else
+            "first token that differs: prompt row {0} at {3} positions, the file's {1} against the "
+            "full forward's {2}".format(*token.first_token, token.total))
+    others = "; ".join(f"{item.total} positions: {item.max_logit_diff:.2g}" for item in lengths
+                       if item is not first)
+    layers = f" (layers {', '.join(map(str, threshold.layers))})" if threshold.layers else ""
+    message = (
+        f"`{threshold.key}` = {value}{layers}: {threshold.why}. The file with its presents fed "
+        f"back agrees with the model's forward with its cache at {first.total} positions (max "
+        f"logit diff {first.cached_diff:.2g}) but not with the model's own full forward over "
+        f"the same {first.total} positions with no cache: max logit diff "
+        f"{first.max_logit_diff:.3g} (atol {tolerance[0]:g}), rows "
+        f"{', '.join(map(str, first.differing_rows))}; {said}. The model's own generation drops "
+        f"its cache crossing {value} positions (its prepare_inputs_for_generation) and "
+        "recomputes the whole prefix, so transformers' generate computes the full forward's "
+        "values; the positions cached before the threshold keep what was computed for them, "
+        "and a runtime feeding presents back (onnxruntime-genai, optimum) computes the same "
+        f"wrong values as this file. Full forward against the file at the other lengths "
+        f"compared: {others}")
+    details: FindingDetails = {
+        "config_key": threshold.key, "threshold": value, "past_length": first.total - 1,
+        "max_abs_diff": first.max_logit_diff, "rows": list(first.differing_rows)}
+    if token is not None and token.first_token is not None:
+        details["row"], details["onnx_token"], details["pytorch_token"] = token.first_token
+    return Finding("position-threshold", message, fix=_RECOMPUTE_FIX.format(value=value),
+                   details=details)
