@@ -65,7 +65,7 @@ def test_the_catalogue_holds_the_policies_the_scattered_sets_did() -> None:
     assert never_cached == {"crash", "timeout", "out-of-memory", "load-error"}
     assert localised == {"parity-mismatch", "nan-or-inf"}
     assert explaining == {"data-dependent-branch", "frozen-dimension", "shape-assumption",
-                          "length-mismatch", "nondeterministic-model"}
+                          "length-mismatch", "nondeterministic-model", "expert-dispatch-loop"}
 
 
 def test_a_misspelt_code_is_a_type_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

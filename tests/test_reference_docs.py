@@ -136,7 +136,7 @@ def package_with_code(tmp_path: Path, fix: str) -> Path:
     parent = tmp_path / "pkg"
     shutil.copytree(PACKAGE, parent / "onnx_parity",
                     ignore=shutil.ignore_patterns("__pycache__"))
-    findings = parent / "onnx_parity" / "findings.py"
+    findings = parent / "onnx_parity" / "finding_catalogue.py"  # findings.py owns it
     codes = parent / "onnx_parity" / "finding_codes.py"  # the vocabulary, findings.py owns it
     text, vocabulary_text = (findings.read_text(encoding="utf-8"),
                              codes.read_text(encoding="utf-8"))
@@ -154,8 +154,8 @@ def test_a_code_without_its_fix_is_refused_and_a_new_code_makes_the_pages_stale(
         tmp_path: Path) -> None:
     refused = run([str(TOOL), "--check"], package_parent=package_with_code(tmp_path / "a", ""))
     assert refused.returncode == 2
-    assert refused.stderr == ('tools/reference.py: entrypoint/onnx_parity/findings.py: code '
-                              '"demo-code" has no fix: say what the user does about it in its '
+    assert refused.stderr == ('tools/reference.py: entrypoint/onnx_parity/finding_catalogue.py: '
+                              'code "demo-code" has no fix: say what the user does about it in its '
                               "CodeInfo.\n")
 
     parent = package_with_code(tmp_path / "b", "Nothing to do: it only shows the check works.")

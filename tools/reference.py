@@ -137,11 +137,12 @@ def valid_keys_messages() -> str:
 
 
 def findings_page(_root: Path) -> str:
+    where = "entrypoint/onnx_parity/finding_catalogue.py"
     for code, info in CATALOGUE.items():
-        _require_text(info.title, f'entrypoint/onnx_parity/findings.py: code "{code}" has no '
-                      "title: say what it means in its CodeInfo")
-        _require_text(info.fix, f'entrypoint/onnx_parity/findings.py: code "{code}" has no '
-                      "fix: say what the user does about it in its CodeInfo")
+        _require_text(info.title, f'{where}: code "{code}" has no title: say what it means in '
+                      "its CodeInfo")
+        _require_text(info.fix, f'{where}: code "{code}" has no fix: say what the user does '
+                      "about it in its CodeInfo")
     summary = "".join(f"| [`{code}`](#{code}) | {info.severity.value} | {_cell(info.title)} |\n"
                       for code, info in CATALOGUE.items())
     sections = "".join(f"## {code}\n\n**Severity:** {info.severity.value}\n\n"

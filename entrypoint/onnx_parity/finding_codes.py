@@ -36,6 +36,8 @@ Code: TypeAlias = Literal[
     "int4-token-difference",
     "detection-mismatch",
     "detection-near-threshold",
+    "expert-coverage",
+    "expert-dispatch-loop",
 ]
 CODES: tuple[Code, ...] = get_args(Code)
 

@@ -149,6 +149,9 @@ class FindingDetails(TypedDict, total=False):
     # a detector's image that differs, and the near-ties counted (verification/detections/)
     image: int
     near_threshold: int
+    # experts no compared token reached (verification/generation/expert_routing.py): per
+    # layer's path, the experts' indices
+    unrouted: dict[str, list[int]]
     # where it points (pipeline/all_models.py) and localisation
     # (verification/localisation/localise.py)
     source: str

@@ -118,6 +118,41 @@ class PipelineChecks:
 
 
 @dataclass(frozen=True)
+class ExpertLayer:
+    """One mixture-of-experts layer's router choices in PyTorch over every compared step: the
+    tokens each expert received (a token counts once for each of its top-k experts; padded
+    positions and rows stopped at the end-of-sequence token left out)."""
+
+    layer: str  # the experts module's path: "model.layers.0.mlp.experts"
+    tokens: tuple[int, ...]  # per expert, in the router's order
+
+    @property
+    def routed(self) -> int:
+        """The experts that received a token (and so were compared)."""
+        return sum(1 for count in self.tokens if count)
+
+
+@dataclass(frozen=True)
+class ExpertsCheck:
+    """A mixture-of-experts decoder: the experts implementation PyTorch ran (the user's, as
+    built) beside the one its file was exported with, and PyTorch's routing."""
+
+    pytorch: tuple[str, ...]  # "grouped_mm": the user's
+    # "batched_mm": what the export traced (models/generating/moe.py); () for the file of an
+    # `export-command`
+    exported: tuple[str, ...]
+    routing: tuple[ExpertLayer, ...]
+
+    @property
+    def routed(self) -> int:
+        return sum(layer.routed for layer in self.routing)
+
+    @property
+    def total(self) -> int:
+        return sum(len(layer.tokens) for layer in self.routing)
+
+
+@dataclass(frozen=True)
 class GenerationResult:
     """Greedy decoding of every committed prompt, PyTorch's and onnxruntime's side by side."""
 
@@ -132,7 +167,7 @@ class GenerationResult:
     thresholds: tuple[ThresholdRun, ...] = ()  # position thresholds crossed (or not, and why)
     pipeline: PipelineChecks | None = None  # a vision-language model's three files
     full_prefix: FullPrefix | None = None  # the cached loop against the model's full forward
-
+    experts: ExpertsCheck | None = None  # a mixture-of-experts decoder's
 
     @property
     def agreed(self) -> int:

@@ -14,7 +14,7 @@ from onnx_parity.export.guards import capture_program
 from onnx_parity.export.saving import export_folder, gathered, save_program
 from onnx_parity.locations import shorten
 from onnx_parity.model_files import ModelFile
-from onnx_parity.models import one_run
+from onnx_parity.models import exported_experts, one_run
 
 
 @dataclass(frozen=True)
@@ -60,8 +60,10 @@ def export(exporter: str, request: ExportRequest, destination: Path) -> Exported
     program: Any = None
     # A trace never settles the module (models/module_state.py): torch.export's tracing
     # leaves an attribute a forward assigns holding a FakeTensor (transformers' LongRoPE
-    # `long_inv_freq`), which PyTorch's later runs would then compute with.
-    with captured() as capture, one_run(request.module, eager=False):
+    # `long_inv_freq`), which PyTorch's later runs would then compute with. Its experts run
+    # the data-independent path only while it traces (models/generating/moe.py).
+    with captured() as capture, one_run(request.module, eager=False), \
+            exported_experts(request.module):
         try:
             model, program, uncaptured = run(request, destination)
         except Exception as error:  # every exporter failure becomes evidence, never a crash

@@ -39,6 +39,7 @@ from onnx_parity.models import (
     as_call,
     batch_arrays,
     dimensions,
+    loop_findings,
     resize,
     run_reference,
     widened_for_export,
@@ -81,6 +82,7 @@ def export_model(module: Any, bound: BoundInputs, spec: ModelSpec, repo: Path,
     other = (_other_exporter(spec.exporters, request, failures, _scratch(destination, "other"))
              if exported is None else None)
     findings = fallback_findings(failures, exported, repo, spec.allow_warnings, other)
+    findings += loop_findings(module, repo)  # a MoE's loop over the experts hit (models/)
     assumed = AssumedShapes()
     if exported is not None:
         findings += warning_findings(exported.warnings, repo, spec.allow_warnings)

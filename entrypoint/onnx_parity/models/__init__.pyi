@@ -11,6 +11,14 @@ from .flat_call import FlatInputs, flat_inputs, has_structure
 from .generating.base import CacheShape
 from .generating.encoder_decoder import encoder_module, encoder_spec
 from .generating.eval_tokens import EvalTokens, load_eval_tokens
+from .generating.experts_loops import loop_findings
+from .generating.moe import (
+    RoutingLog,
+    exported_experts,
+    exported_implementations,
+    implementations,
+    recorded_routing,
+)
 from .generating.registry import cache_shape, decoder_module, step_samples, step_spec
 from .generating.thresholds import PositionLimits, Threshold, position_limits
 from .load_errors import LoadError, load_finding
@@ -62,6 +70,7 @@ __all__ = [
     "ProbeResult",
     "Reference",
     "ReferenceFailure",
+    "RoutingLog",
     "SampleSet",
     "Threshold",
     "as_call",
@@ -82,19 +91,24 @@ __all__ = [
     "embedding_spec",
     "encoder_module",
     "encoder_spec",
+    "exported_experts",
+    "exported_implementations",
     "family_of",
     "flat_inputs",
     "has_structure",
+    "implementations",
     "input_shapes",
     "installed_version",
     "is_vision_language",
     "load_eval_tokens",
     "load_finding",
     "load_samples",
+    "loop_findings",
     "missing_release_note",
     "one_run",
     "position_limits",
     "probe_model",
+    "recorded_routing",
     "resize",
     "run_reference",
     "step_samples",

@@ -4,7 +4,7 @@ variant scored on `eval-tokens` (`models[].variants[].text`)."""
 
 from __future__ import annotations
 
-from onnx_parity.generation_results import GenerationResult, TextScore
+from onnx_parity.generation_results import ExpertLayer, ExpertsCheck, GenerationResult, TextScore
 from onnx_parity.report.generation.deployment_json import (
     add_deployment,
     bundles_from_json,
@@ -32,6 +32,12 @@ def generation_to_json(g: GenerationResult) -> GenerationJson:
         data["pipeline"] = pipeline_to_json(g.pipeline)
     if g.full_prefix is not None:
         data["full_prefix"] = full_prefix_to_json(g.full_prefix)
+    if g.experts is not None:
+        e = g.experts
+        data["experts"] = {"pytorch": list(e.pytorch), "exported": list(e.exported),
+                           "routed": e.routed, "total": e.total}
+        data["routing"] = [{"layer": layer.layer, "experts": len(layer.tokens),
+                            "tokens": list(layer.tokens)} for layer in e.routing]
     return data
 
 
@@ -46,7 +52,17 @@ def generation_from_json(data: GenerationJson | None) -> GenerationResult | None
         runtime=runtime_from_json(data),
         thresholds=thresholds_from_json(data.get("thresholds", [])),
         pipeline=pipeline_from_json(data.get("pipeline")),
-        full_prefix=full_prefix_from_json(data.get("full_prefix")))
+        full_prefix=full_prefix_from_json(data.get("full_prefix")),
+        experts=_experts_from_json(data))
+
+
+def _experts_from_json(data: GenerationJson) -> ExpertsCheck | None:
+    experts = data.get("experts")
+    if experts is None:
+        return None
+    routing = tuple(ExpertLayer(layer["layer"], tuple(layer["tokens"]))
+                    for layer in data.get("routing", []))
+    return ExpertsCheck(tuple(experts["pytorch"]), tuple(experts["exported"]), routing)
 
 
 def text_to_json(score: TextScore | None) -> TextScoreJson | None:

@@ -33,6 +33,21 @@ class GenerationJson(TypedDict):  # generation_results.GenerationResult
     pipeline: NotRequired[PipelineJson]  # a vision-language model's three files
     # the file's cached loop against the model's full forward (absent: not compared)
     full_prefix: NotRequired[FullPrefixJson]
+    experts: NotRequired[ExpertsJson]  # a mixture-of-experts decoder's implementations
+    routing: NotRequired[list[ExpertLayerJson]]  # and PyTorch's routing, per layer
+
+
+class ExpertsJson(TypedDict):  # generation_results.ExpertsCheck, its routing apart
+    pytorch: list[str]  # the implementation(s) PyTorch ran: the user's
+    exported: list[str]  # what the file was exported with ([]: an export-command's file)
+    routed: int  # experts that received a compared token, over every layer
+    total: int
+
+
+class ExpertLayerJson(TypedDict):  # generation_results.ExpertLayer
+    layer: str
+    experts: int
+    tokens: list[int]  # per expert
 
 
 class BundleJson(TypedDict):  # generation_results.Bundle

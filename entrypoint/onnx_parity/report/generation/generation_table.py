@@ -38,7 +38,19 @@ def generation_summary(g: GenerationResult) -> str:
     if g.pipeline is not None and g.pipeline.derived:  # said where the user reads the verdict
         names = ", ".join(f"`{item.split(':', 1)[0]}`" for item in g.pipeline.derived)
         text += f"; {names} derived (not in the samples: report.json says how)"
-    return text + threshold_summary(g) + full_prefix_clause(g) + deployment_clause(g)
+    return (text + experts_clause(g) + threshold_summary(g) + full_prefix_clause(g)
+            + deployment_clause(g))
+
+
+def experts_clause(g: GenerationResult) -> str:
+    """'; experts 32/32 routed (exported with batched_mm; PyTorch ran the user's grouped_mm)'."""
+    if g.experts is None:
+        return ""
+    e = g.experts
+    exported = (f"exported with {', '.join(e.exported)}" if e.exported
+                else "exported by your export-command")
+    return (f"; experts {e.routed}/{e.total} routed ({exported}; "
+            f"PyTorch ran the user's {', '.join(e.pytorch)})")
 
 
 def pipeline_clause(pipeline: PipelineChecks) -> str:

@@ -32,10 +32,11 @@ from onnx_parity.verification.generation.encoder_decoding import (
     OnnxEncoderDecoder,
     start_tokens,
 )
+from onnx_parity.verification.generation.expert_routing import coverage_findings, routed_steps
 from onnx_parity.verification.generation.full_prefix import onnx_full_prefix, torch_full_prefix
 from onnx_parity.verification.generation.review import Miss, mismatch_finding, token_difference
 from onnx_parity.verification.generation.thresholds import cached_loop_findings
-from onnx_parity.verification.generation.torch_steps import RecordedChunk, torch_steps
+from onnx_parity.verification.generation.torch_steps import RecordedChunk
 from onnx_parity.verification.generation.vision_language.decoding import (
     OnnxPipeline,
     PipelineSessions,
@@ -109,7 +110,7 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     ids, mask = _first_tokens(decoders, prompts)
     if decoders.weights is not None:
         decoders.weights.restore()
-    chunks = torch_steps(decoders, (ids, mask), spec)
+    chunks, experts = routed_steps(decoders, (ids, mask), spec)  # a MoE's routing recorded
     full = (torch_full_prefix(decoders, chunks, dict(spec.forward_kwargs), limits)
             if limits is not None else None)
     if decoders.weights is not None:
@@ -141,8 +142,10 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
         findings.append(mismatch_finding(difference, run.steps))
     if prefix is not None and limits is not None:
         findings += cached_loop_findings(prefix, limits, run.tolerance)
+    findings += coverage_findings(experts)
     result = GenerationResult(run.steps, len(ids), tuple(run.agree), difference,
-                              tuple(run.drift), forced, full_prefix=prefix)
+                              tuple(run.drift), forced, full_prefix=prefix,
+                              experts=experts)
     return Generated(result, findings, run.comparisons, run.failing, session)
 
 
