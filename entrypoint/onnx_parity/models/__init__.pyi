@@ -4,7 +4,7 @@
 from .batches import batch_plan
 from .binding import BoundInputs, bind_inputs
 from .checkpoints import checkpoint_classes
-from .decoder import CacheShape, cache_shape, decoder_module, step_samples, step_spec
+from .decoder import STATE_KINDS, CacheShape, cache_shape, decoder_module, step_samples, step_spec
 from .dtypes import to_array
 from .encoder_decoder import encoder_module, encoder_spec
 from .eval_tokens import EvalTokens, load_eval_tokens
@@ -26,6 +26,7 @@ from .reference import (
 )
 from .samples import SampleSet, cast_samples, load_samples
 from .shapes import Dimension, dimensions, input_shapes, resize, widened_for_export
+from .state_cache import cache_presents
 from .thresholds import PositionLimits, Threshold, position_limits
 from .torch_builds import companion_pins, installed_version, missing_release_note
 from .vision_language import (
@@ -47,6 +48,7 @@ from .vl_files import (
 )
 
 __all__ = [
+    "STATE_KINDS",
     "BoundInputs",
     "CacheShape",
     "Call",
@@ -73,6 +75,7 @@ __all__ = [
     "batch_plan",
     "bind_inputs",
     "build_model",
+    "cache_presents",
     "cache_shape",
     "cast_samples",
     "checkpoint_classes",

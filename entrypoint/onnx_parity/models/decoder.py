@@ -20,14 +20,18 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models import encoder_decoder
+from onnx_parity.models import encoder_decoder, lfm2, state_cache
 from onnx_parity.models.load_errors import LoadError
+from onnx_parity.models.state_cache import StateFamily, StateSlot
 from onnx_parity.models.vision_language import is_vision_language
 from onnx_parity.settings import ModelSpec
 
+STATE_KINDS = ("conv", "recurrent")  # a hybrid model's states (state_cache.py)
 EXPORT_PAST = 3  # the past length the step is exported from (optimum exports from a few too)
 EXPORT_SEQUENCE = 2  # new tokens in the exported step: above 1, which torch.export specialises
 PROMPTS = ("input_ids", "attention_mask")
+# The hybrid families (a cache with conv or recurrent states), by their config's model_type.
+STATE_FAMILIES: tuple[StateFamily, ...] = (lfm2.FAMILY,)
 
 
 @dataclass(frozen=True)
@@ -42,11 +46,32 @@ class CacheShape:
     encoder: tuple[str, ...] = ()
     start: int = 0
     width: int = 0
+    # A hybrid model (state_cache.py): the layers holding keys and values (None: every layer),
+    # and the conv and recurrent states of its other layers.
+    attention: tuple[int, ...] | None = None
+    states: tuple[StateSlot, ...] = ()
+    cache_argument: str = "past_key_values"  # forward's cache parameter (Mamba2: cache_params)
 
     def names(self, prefix: str) -> tuple[str, ...]:
+        """The cache's tensors layer by layer, `prefix` "past_key_values" or "present": keys
+        and values, then a layer's states (`past.N.conv` beside `past_key_values.N.key`)."""
         middle = "decoder." if self.encoder else ""
-        return tuple(f"{prefix}.{layer}.{middle}{part}" for layer in range(self.layers)
-                     for part in ("key", "value"))
+        state = "past" if prefix == "past_key_values" else prefix
+        return tuple(name for layer in range(self.layers) for name in (
+            *(f"{prefix}.{layer}.{middle}{part}" for part in ("key", "value")
+              if self.attention is None or layer in self.attention),
+            *(f"{state}.{layer}.{slot.kind}" for slot in self.states if slot.layer == layer)))
+
+    def empty_past(self, batch: int, dtype: np.dtype[Any]) -> dict[str, np.ndarray]:
+        """The past of a prompt pass: no positions of keys and values, states of zeros."""
+        keys = np.zeros((batch, self.kv_heads, 0, self.head_dim), dtype=dtype)
+        states = {f"past.{slot.layer}.{slot.kind}": np.zeros((batch, *slot.shape), dtype=dtype)
+                  for slot in self.states}
+        return {name: states.get(name, keys) for name in self.names("past_key_values")}
+
+    def past_names(self) -> dict[str, str]:
+        """Each present's past: the name it is fed back as at the next step."""
+        return dict(zip(self.names("present"), self.names("past_key_values"), strict=True))
 
     @property
     def inputs(self) -> tuple[str, ...]:
@@ -101,6 +126,12 @@ def cache_shape(module: Any, spec: ModelSpec) -> CacheShape:
         _check_prompts(spec.name, given)
     if spec.generate.cache_shape is not None:
         return CacheShape(*spec.generate.cache_shape, positions, eos)
+    family = state_family(module)
+    if family is not None:
+        layout = state_cache.read_layout(module, family.cache_argument)
+        return CacheShape(layout.layers, layout.kv_heads, layout.head_dim, positions, eos,
+                          attention=layout.attention, states=layout.states,
+                          cache_argument=family.cache_argument)
     layers = getattr(text, "num_hidden_layers", None)
     heads = getattr(text, "num_attention_heads", None)
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
@@ -114,6 +145,12 @@ def cache_shape(module: Any, spec: ModelSpec) -> CacheShape:
             fix='Add cache-shape = [layers, kv_heads, head_dim] to `generate` (with cache = '
                 '"flat"), e.g. generate = { steps = 16, cache = "flat", cache-shape = [2, 2, 8] }.')
     return CacheShape(layers, kv_heads, head_dim, positions, eos)
+
+
+def state_family(module: Any) -> StateFamily | None:
+    """The hybrid family of a transformers model, by its config's `model_type`."""
+    kind = getattr(getattr(module, "config", None), "model_type", None)
+    return next((family for family in STATE_FAMILIES if kind in family.model_types), None)
 
 
 def _check_prompts(model: str, given: tuple[str, ...]) -> None:
@@ -140,6 +177,12 @@ def decoder_module(module: Any, spec: ModelSpec, shape: CacheShape) -> Any:
     assert spec.generate is not None
     if shape.encoder:
         return encoder_decoder.decoder_step_module(module, shape.layers)
+    if shape.states:
+        family = state_family(module)
+        if family is not None and family.prepare is not None:
+            family.prepare(module)
+        return state_cache.step_module(module, (shape.attention or (), shape.states),
+                                       (shape.positions, shape.cache_argument))
     if spec.generate.cache != "flat":
         return module
     return _flat_cache_class()(module, shape.positions)
@@ -153,18 +196,24 @@ def step_spec(spec: ModelSpec, shape: CacheShape) -> ModelSpec:
             spec, inputs={name: Path(name) for name in shape.inputs}, outputs=shape.outputs,
             dynamic_axes=encoder_decoder.decoder_axes(shape.inputs, shape.outputs),
             forward_kwargs={})
-    caches = {name: {0: "batch", 2: "past_sequence"} for name in shape.names("past_key_values")}
-    presents = {name: {0: "batch", 2: "total_sequence"} for name in shape.names("present")}
+    caches = {name: _axes(name, "past_sequence") for name in shape.names("past_key_values")}
+    presents = {name: _axes(name, "total_sequence") for name in shape.names("present")}
     axes: dict[str, dict[int, str]] = {
         "input_ids": {0: "batch", 1: "sequence"},
         "attention_mask": {0: "batch", 1: "total_sequence"},
         **({"position_ids": {0: "batch", 1: "sequence"}} if shape.positions else {}),
         **caches, "logits": {0: "batch", 1: "sequence"}, **presents}
     assert spec.generate is not None
-    kwargs = {} if spec.generate.cache == "flat" else {"use_cache": True}
+    # A flat decoder and a hybrid model's step wrapper take no use_cache (it is always on).
+    kwargs = {} if spec.generate.cache == "flat" or shape.states else {"use_cache": True}
     return dataclasses.replace(
         spec, inputs={name: Path(name) for name in shape.inputs}, dynamic_axes=axes,
         outputs=shape.outputs, forward_kwargs={**spec.forward_kwargs, **kwargs})
+
+
+def _axes(name: str, sequence: str) -> dict[int, str]:
+    """A cache tensor's dynamic axes: keys and values grow along axis 2, a state does not."""
+    return {0: "batch"} if name.rpartition(".")[2] in STATE_KINDS else {0: "batch", 2: sequence}
 
 
 def step_samples(prompts: dict[str, np.ndarray], shape: CacheShape,
@@ -182,7 +231,8 @@ def step_samples(prompts: dict[str, np.ndarray], shape: CacheShape,
             "attention_mask": np.ones((rows, past + length), dtype=np.int64)}
     if shape.positions:
         step["position_ids"] = np.tile(np.arange(past, past + length, dtype=np.int64), (rows, 1))
-    for name in shape.names("past_key_values"):
-        step[name] = generator.standard_normal(
-            (rows, shape.kv_heads, past, shape.head_dim)).astype(dtype)
+    for name, empty in shape.empty_past(rows, dtype).items():
+        keys = name.startswith("past_key_values.")
+        size = (rows, shape.kv_heads, past, shape.head_dim) if keys else empty.shape
+        step[name] = generator.standard_normal(size).astype(dtype)
     return step
