@@ -27,22 +27,42 @@ import importlib.metadata
 import json
 import os
 import platform
-import re
-import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
-import time
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
+from generation import measure_generation, render_generation
+from large_model import measure_large, render_large
+from measure import (
+    ROOT,
+    BenchError,
+    Runner,
+    Series,
+    Timed,
+    Workspace,
+    alternate,
+    bare_command,
+    check_command,
+    parity_executable,
+    run_timed,
+)
+from page import render_page
+from profiles import (
+    bare_profile,
+    median_profile,
+    parity_profile,
+    phases,
+    variants_profile,
+    variants_table,
+)
+from scaling import Scaling, measure_scaling, render_scaling
+from sweep import measure_sweep_figures, render_sweep
+from vision_language import measure_vision_language, render_vision_language
+
 EXAMPLE = ROOT / "examples" / "seed-failures"
-BARE_CHECK = Path(__file__).resolve().parent / "bare_check.py"
 PASSING_MODELS = ("small-cnn", "spectrum")
 # The example's CNN with its three deployment variants (int8-dynamic, int8-static, fp16).
 VARIANTS_CONFIG = "variants.toml"
@@ -54,43 +74,6 @@ OVERHEAD_AIM = 1.3
 LOCALISATION_AIM = 1.0  # localising at most the model's own check time
 HELP_AIM_SECONDS = 0.5
 HELP_RUNS_AT_LEAST = 5
-PROGRESS = re.compile(r"^\[\s*([\d.]+)s\] (\S+): (.+)$")
-BARE_IMPORTS = re.compile(r"^imports: ([\d.]+) s$")
-BARE_MODEL = re.compile(r"^(\S+): max abs diff (\S+) at batch \d+ \(build\+export ([\d.]+) s, "
-                        r"onnxruntime\+compare ([\d.]+) s\)$")
-BARE_CHECKED = re.compile(r"^checked: ([\d.]+) s")
-
-
-class BenchError(Exception):
-    """A measured command did not do what it should, so its time would mean nothing."""
-
-
-@dataclass(frozen=True)
-class Timed:
-    seconds: float
-    stdout: str
-    out_dir: Path | None = None
-
-
-@dataclass(frozen=True)
-class Series:
-    """Wall times of one command over the repetitions."""
-
-    label: str
-    command: str
-    seconds: tuple[float, ...]
-
-    @property
-    def median(self) -> float:
-        return statistics.median(self.seconds)
-
-    @property
-    def min(self) -> float:
-        return min(self.seconds)
-
-    def as_json(self) -> dict[str, object]:
-        return {"label": self.label, "command": self.command, "seconds": list(self.seconds),
-                "median": self.median, "min": self.min}
 
 
 @dataclass(frozen=True)
@@ -113,7 +96,7 @@ class Figures:
     notes: list[str] = field(default_factory=list)
     repeat: int = 1
     variants_table: str = ""  # the comment's "Deployment variants" table of the last such run
-    scaling: Any = None  # bench/scaling.py's Scaling (imported late: it imports this module)
+    scaling: Scaling | None = None  # bench/scaling.py's runs that scale
     sweep: dict[str, Any] | None = None  # bench/sweep.py's figures (with --sweep)
     large: dict[str, Any] | None = None  # bench/large_model.py's figures (with --large)
     generation: dict[str, Any] | None = None  # bench/generation.py's (with --generation)
@@ -172,146 +155,6 @@ class Figures:
             "generation": self.generation,
             "vision_language": self.vision_language,
         }
-
-
-# ---------------------------------------------------------------- running commands
-
-
-def parity_executable() -> Path:
-    path = Path(sys.executable).parent / "onnx-parity"
-    if not path.exists():
-        raise BenchError(f"{path} does not exist: onnx-parity is not installed in this "
-                         f"interpreter's environment. Fix: `{sys.executable} -m pip install -e .`.")
-    return path
-
-
-def run_timed(command: Sequence[str], accept: tuple[int, ...],
-              out_dir: Path | None = None) -> Timed:
-    started = time.perf_counter()
-    done = subprocess.run(list(command), check=False, cwd=ROOT, capture_output=True, text=True)
-    seconds = time.perf_counter() - started
-    if done.returncode not in accept:
-        tail = "\n".join((done.stdout + done.stderr).strip().splitlines()[-20:])
-        raise BenchError(f"`{' '.join(command)}` exited {done.returncode}, expected "
-                         f"{' or '.join(map(str, accept))}; its output ends:\n{tail}")
-    return Timed(seconds, done.stdout, out_dir)
-
-
-def check_command(repo: Path, out: Path | None, models: Sequence[str],
-                  jobs: int | None) -> list[str]:
-    assert out is not None, "a check always runs with a fresh output folder"
-    command = [str(parity_executable()), "check", "--repo", str(repo), "--out", str(out)]
-    command += [part for name in models for part in ("--model", name)]
-    return command + ([] if jobs is None else ["--jobs", str(jobs)])
-
-
-def bare_command(repo: Path, models: Sequence[str]) -> list[str]:
-    return [sys.executable, str(BARE_CHECK), "--repo", str(repo),
-            *[part for name in models for part in ("--model", name)]]
-
-
-class Workspace:
-    """Fresh output folders for onnx-parity runs, all under one temporary folder."""
-
-    def __init__(self) -> None:
-        self.root = Path(tempfile.mkdtemp(prefix="onnx-parity-bench-"))
-        self.count = 0
-
-    def fresh(self) -> Path:
-        self.count += 1
-        return self.root / f"out-{self.count}"
-
-    def remove(self) -> None:
-        shutil.rmtree(self.root, ignore_errors=True)
-
-
-@dataclass(frozen=True)
-class Runner:
-    """One command to time; `build` makes its argv, given a fresh output folder (or None)."""
-
-    build: Callable[[Path | None], list[str]]
-    accept: tuple[int, ...]
-    workspace: Workspace | None = None
-
-    @property
-    def text(self) -> str:
-        return " ".join(self.build(Path("OUT") if self.workspace else None))
-
-    def __call__(self) -> Timed:
-        out = self.workspace.fresh() if self.workspace else None
-        return run_timed(self.build(out), self.accept, out)
-
-
-def alternate(runners: Sequence[Runner], repeat: int) -> list[list[Timed]]:
-    """Run each `repeat` times, rotating which goes first, so drift hits all of them alike."""
-    runs: list[list[Timed]] = [[] for _ in runners]
-    for index in range(repeat):
-        shift = index % len(runners)
-        for position in [*range(shift, len(runners)), *range(shift)]:
-            runs[position].append(runners[position]())
-    return runs
-
-
-# ---------------------------------------------------------------- profiles
-
-
-def parity_profile(run: Timed) -> dict[str, float]:
-    """Where one `onnx-parity check` spent its time, from its progress lines and report.json."""
-    events = [(float(m[1]), m[2], m[3]) for m in map(PROGRESS.match, run.stdout.splitlines()) if m]
-    started = [t for t, _, step in events if step == "started"]
-    finished = [t for t, _, step in events if step == "finished"]
-    profile: dict[str, float] = {"wall": run.seconds}
-    if started and finished:
-        # The progress clock starts once the CLI has parsed its arguments and loaded settings.
-        profile["check start to first worker (zygote imports, warm-up export)"] = min(started)
-        profile["first worker started to last model finished"] = max(finished) - min(started)
-        profile["rest (CLI start, report, zygote stop, exit)"] = run.seconds - max(finished)
-    assert run.out_dir is not None
-    report = json.loads((run.out_dir / "report.json").read_text(encoding="utf-8"))
-    for model in report["models"]:
-        for step in model.get("steps", []):
-            profile[f"{model['name']}: {step['step']}"] = step["seconds"]
-    return profile
-
-
-def variants_profile(run: Timed) -> dict[str, float]:
-    """What the deployment variants add to one model's check, from report.json's steps."""
-    assert run.out_dir is not None
-    report = json.loads((run.out_dir / "report.json").read_text(encoding="utf-8"))
-    (model,) = report["models"]
-    steps = {step["step"]: step["seconds"] for step in model["steps"]}
-    variants = steps.pop("variants", 0.0)
-    check = sum(steps.values())
-    return {"fp32 check (load, build, export, verify)": check, "variants": variants,
-            "ratio": variants / check if check else 0.0}
-
-
-def variants_table(run: Timed) -> str:
-    """The "Deployment variants" section of the run's report.md, up to the footer."""
-    assert run.out_dir is not None
-    text = (run.out_dir / "report.md").read_text(encoding="utf-8")
-    start = text.find("#### Deployment variants")
-    if start < 0:
-        return ""
-    return text[start:].split("\n<sub>")[0].strip()
-
-
-def bare_profile(run: Timed) -> dict[str, float]:
-    profile: dict[str, float] = {"wall": run.seconds}
-    for line in run.stdout.splitlines():
-        if match := BARE_IMPORTS.match(line):
-            profile["imports (torch, onnxruntime, numpy)"] = float(match[1])
-        elif match := BARE_MODEL.match(line):
-            profile[f"{match[1]}: build + export"] = float(match[3])
-            profile[f"{match[1]}: onnxruntime + compare"] = float(match[4])
-        elif match := BARE_CHECKED.match(line):
-            profile["interpreter start + exit (wall minus work)"] = run.seconds - float(match[1])
-    return profile
-
-
-def median_profile(profiles: list[dict[str, float]]) -> dict[str, float]:
-    keys = dict.fromkeys(key for profile in profiles for key in profile)
-    return {key: statistics.median(p[key] for p in profiles if key in p) for key in keys}
 
 
 # ---------------------------------------------------------------- the benchmark
@@ -384,8 +227,6 @@ def _measure(repo: Path, repeat: int, workspace: Workspace) -> Figures:
     (variant_runs,) = alternate((variants,), repeat)
     failing = Runner(lambda out: check_command(repo, out, (FAILING_MODEL,), 1), (1,), workspace)
     failing_runs = [failing() for _ in range(repeat)]
-    from scaling import measure_scaling  # imported late: it imports this module
-
     scaling = measure_scaling(repeat, workspace)
     found["load_average_after"] = os.getloadavg()
     return Figures(
@@ -430,25 +271,15 @@ def _notes(found: dict[str, Any]) -> list[str]:
 
 
 def render(figures: Figures) -> str:
-    from scaling import render_scaling
-
     lines = [*_table(figures), *_verdicts(figures), "", *_profiles(figures)]
     lines += render_scaling(figures.scaling) if figures.scaling is not None else []
     if figures.sweep is not None:
-        from sweep import render_sweep
-
         lines += render_sweep(figures.sweep)
     if figures.large is not None:
-        from large_model import render_large
-
         lines += render_large(figures.large)
     if figures.generation is not None:
-        from generation import render_generation
-
         lines += render_generation(figures.generation)
     if figures.vision_language is not None:
-        from vision_language import render_vision_language
-
         lines += render_vision_language(figures.vision_language)
     return "\n".join([*lines, *(f"note: {note}" for note in figures.notes)]) + "\n"
 
@@ -517,11 +348,6 @@ def _profiles(figures: Figures) -> list[str]:
     ]
 
 
-def phases(profile: dict[str, float]) -> dict[str, float]:
-    """The run's phases without the per-model steps (whose keys read 'model: step')."""
-    return {key: value for key, value in profile.items() if ": " not in key}
-
-
 def _profile_lines(profile: dict[str, float]) -> list[str]:
     width = max((len(key) for key in profile), default=0)
     return [f"  {key:<{width}}  {value:7.2f}" for key, value in profile.items()]
@@ -557,20 +383,12 @@ def main(argv: list[str] | None = None) -> int:
     try:
         figures = measure(args.repo.resolve(), args.repeat)
         if args.sweep:
-            from sweep import measure_sweep_figures
-
             figures = dataclasses.replace(figures, sweep=measure_sweep_figures(args.repeat))
         if args.large:
-            from large_model import measure_large
-
             figures = dataclasses.replace(figures, large=measure_large(args.repeat))
         if args.generation:
-            from generation import measure_generation
-
             figures = dataclasses.replace(figures, generation=measure_generation(args.repeat))
         if args.vision_language:
-            from vision_language import measure_vision_language
-
             figures = dataclasses.replace(
                 figures, vision_language=measure_vision_language(args.repeat))
     except BenchError as error:
@@ -584,8 +402,6 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def write_page(figures: dict[str, Any], path: Path) -> int:
-    from page import render_page
-
     path.write_text(render_page(figures), encoding="utf-8")
     print(f"page: {path}")
     return 0

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from run import ROOT, Runner, Series, Timed, Workspace, alternate, bare_command, check_command
+from measure import ROOT, Runner, Series, Timed, Workspace, alternate, bare_command, check_command
 
 EXAMPLE = ROOT / "examples" / "seed-failures"
 FOUR_MODELS_CONFIG = ROOT / "bench" / "four-models.toml"

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import numpy as np
 
-from run import ROOT, Runner, Series, Timed, Workspace, alternate, check_command
+from measure import ROOT, Runner, Series, Timed, Workspace, alternate, check_command
 
 SWEEP_REPO = ROOT / "bench" / "sweep-repo"
 AIM = 1.5

@@ -150,8 +150,8 @@ def test_the_readme_tells_the_fork_story_in_short():
 
 
 def test_the_docs_document_every_configuration_key():
+    from onnx_parity.settings.keys.model_keys import ALLOW_WARNING_KEYS
     from onnx_parity.settings.loading import MODEL_KEYS, TOP_KEYS
-    from onnx_parity.settings.model_keys import ALLOW_WARNING_KEYS
 
     text = documentation()
     keys = [key for key in (*TOP_KEYS, *MODEL_KEYS, *ALLOW_WARNING_KEYS) if key != "model"]

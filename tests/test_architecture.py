@@ -220,3 +220,125 @@ def test_architecture_md_names_every_package_and_top_level_module() -> None:
     text = (PACKAGE.parent.parent / "ARCHITECTURE.md").read_text(encoding="utf-8")
     missing = [f"`{layer}`" for layer in LAYERS if layer != "__main__" and f"`{layer}" not in text]
     assert not missing, f"ARCHITECTURE.md does not describe {missing}"
+
+
+# ---------------------------------------------------------------------------------------------
+# One way inside a stage too: no circle of imports, rooms of at most 20 modules
+
+BENCH = PACKAGE.parent.parent / "bench"
+MAX_FOLDER_MODULES = 20
+
+
+def _resolved(node: ast.Import | ast.ImportFrom, package: str) -> list[str]:
+    """The dotted names an import statement may load: the module itself and, for `from m
+    import x`, `m.x` (x may be a submodule); a relative import against the importer's package."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:
+        parts = package.split(".")[:len(package.split(".")) - (node.level - 1)]
+        base = ".".join([*parts, *([node.module] if node.module else [])])
+    return [base, *(f"{base}.{alias.name}" for alias in node.names)]
+
+
+def module_imports(found: dict[str, Path]) -> dict[str, dict[str, int]]:
+    """importer -> {imported module among `found`: its first line}, every import counted
+    (inside functions and `if TYPE_CHECKING:` too, relative ones, `from . import x`)."""
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in found.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        edges: dict[str, int] = {}
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for dotted in _resolved(node, package):
+                    while dotted and dotted not in found:  # `a.b.name` -> module `a.b`
+                        dotted = dotted.rpartition(".")[0]
+                    if dotted and dotted != name:
+                        edges.setdefault(dotted, node.lineno)
+        graph[name] = edges
+    return graph
+
+
+def import_circles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan's algorithm)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles: list[list[str]] = []
+
+    def visit(module: str) -> None:
+        index[module] = low[module] = len(index)
+        stack.append(module)
+        for target in graph.get(module, {}):
+            if target not in index:
+                visit(target)
+                low[module] = min(low[module], low[target])
+            elif target in stack:
+                low[module] = min(low[module], index[target])
+        if low[module] == index[module]:
+            component: list[str] = []
+            while not component or component[-1] != module:
+                component.append(stack.pop())
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for module in sorted(graph):
+        if module not in index:
+            visit(module)
+    return sorted(circles)
+
+
+def _circle_text(circle: list[str], graph: dict[str, dict[str, int]]) -> str:
+    inside = [f"  {module}:{line} imports {target}" for module in circle
+              for target, line in sorted(graph[module].items()) if target in circle]
+    return f"circle {' <-> '.join(circle)}:\n" + "\n".join(inside)
+
+
+def bench_modules() -> dict[str, Path]:
+    """bench/'s scripts, which import each other by bare name (bench/ is their sys.path[0])."""
+    return {path.stem: path for path in sorted(BENCH.glob("*.py"))}
+
+
+@pytest.mark.parametrize("where", ["package", "bench"])
+def test_no_modules_import_each_other_in_a_circle(where: str) -> None:
+    """Types two modules share get a module of their own, which both import: a circle reads as
+    two halves of one module and hides which one to change first."""
+    graph = module_imports(modules() if where == "package" else bench_modules())
+    circles = import_circles(graph)
+    assert not circles, "\n".join(_circle_text(circle, graph) for circle in circles)
+
+
+def test_no_folder_holds_more_than_20_modules() -> None:
+    """A folder holds one concern, small enough to read as a list; past 20 it wants
+    sub-packages, each saying in its docstring what it owns."""
+    counts: dict[str, int] = defaultdict(int)
+    for path in PACKAGE.rglob("*.py"):
+        if path.name != "__init__.py":
+            counts[str(path.parent.relative_to(PACKAGE.parent))] += 1
+    crowded = {folder: count for folder, count in sorted(counts.items())
+               if count > MAX_FOLDER_MODULES}
+    assert not crowded, f"folders over {MAX_FOLDER_MODULES} modules: {crowded}"
+
+
+def sub_packages() -> list[Path]:
+    return sorted({path.parent for path in PACKAGE.rglob("*.py")} - {PACKAGE})
+
+
+@pytest.mark.parametrize("folder", sub_packages(),
+                         ids=lambda folder: str(folder.relative_to(PACKAGE)))
+def test_every_sub_package_says_what_it_owns(folder: Path) -> None:
+    init = folder / "__init__.py"
+    assert init.is_file(), f"{folder.relative_to(PACKAGE.parent)} has no __init__.py"
+    docstring = ast.get_docstring(ast.parse(init.read_text(encoding="utf-8")))
+    assert docstring, f"{init.relative_to(PACKAGE.parent)} has no docstring saying what it owns"
+
+
+@pytest.mark.parametrize("folder", [folder for folder in sub_packages()
+                                    if folder.parent != PACKAGE],
+                         ids=lambda folder: str(folder.relative_to(PACKAGE)))
+def test_a_sub_package_below_a_stage_imports_nothing(folder: Path) -> None:
+    """Its modules are imported by name; the stage's front door is the stage's __init__."""
+    tree = ast.parse((folder / "__init__.py").read_text(encoding="utf-8"))
+    imports = [node.lineno for node in ast.walk(tree)
+               if isinstance(node, ast.Import | ast.ImportFrom)]
+    assert not imports, f"{folder.relative_to(PACKAGE.parent)}/__init__.py imports at {imports}"

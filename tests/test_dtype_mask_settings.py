@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from onnx_parity.settings import at_dtype, checks
+from onnx_parity.settings import at_dtype
+from onnx_parity.settings.keys import checks
 from onnx_parity.settings.loading import load_settings
 from onnx_parity.settings.values import ConfigError
 from onnx_parity.verification.compare import compare_masked
@@ -142,7 +143,7 @@ def test_a_mask_that_does_not_fit_the_output_masks_nothing(tmp_path: Path) -> No
 
 def test_dtype_casts_float_samples_and_keeps_the_others() -> None:
     from onnx_parity.models.dtypes import BFLOAT16
-    from onnx_parity.models.samples import SampleSet, cast_samples
+    from onnx_parity.models.samples.loading import SampleSet, cast_samples
 
     x = np.array([[-2, -1, -0.5], [0.5, 1, 2]], np.float32)
     ids = np.arange(6).reshape(2, 3)

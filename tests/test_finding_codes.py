@@ -22,7 +22,8 @@ from onnx_parity.finding_details import FindingDetails, FirstDivergence
 from onnx_parity.findings import CATALOGUE, CODES, Code, Finding, parse_code
 from onnx_parity.generation_results import FileCheck, PipelineChecks, StepRepro
 from onnx_parity.publishing.files import read_report
-from onnx_parity.report import json_shapes, pipeline_json
+from onnx_parity.report import json_shapes
+from onnx_parity.report.generation import pipeline_json
 from onnx_parity.report.json_values import finding_from_json, finding_to_json
 from onnx_parity.report.serialization import ReportFormatError, run_from_json, run_to_json
 from onnx_parity.results import (

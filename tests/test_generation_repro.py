@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 
 from onnx_parity.generation_results import StepRepro
+from onnx_parity.report.repro.repro_text import repro_report, repro_script, repro_section
 from onnx_parity.report.repro_json import repro_from_json, repro_to_json
-from onnx_parity.report.repro_text import repro_report, repro_script, repro_section
 from onnx_parity.report.serialization import run_from_json
 from onnx_parity.results import ModelResult
 from test_generation import check_step_folder, errors

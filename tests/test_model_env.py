@@ -20,7 +20,7 @@ from onnx_parity.pipeline.all_models import worker_environment
 from onnx_parity.pipeline.cache.fingerprint import environment
 from onnx_parity.pipeline.preimports import installed_imports
 from onnx_parity.settings import load_settings, resolved_env
-from onnx_parity.settings.environment import TOOL_VARIABLES
+from onnx_parity.settings.keys.environment import TOOL_VARIABLES
 from onnx_parity.settings.values import ConfigError
 
 MODEL = '''

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 from onnx import numpy_helper
 
-from onnx_parity.models.samples import SampleError, SampleSet, load_samples
+from onnx_parity.models.samples.loading import SampleError, SampleSet, load_samples
 from onnx_parity.verification.compare import compare_output, nonfinite_mismatch
 
 DTYPES = [np.float16, np.float32, np.float64, np.int8, np.int16, np.int32, np.int64, np.uint8,

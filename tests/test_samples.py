@@ -15,7 +15,7 @@ import pytest
 import torch
 from onnx import numpy_helper
 
-from onnx_parity.models.samples import GoldenCase, SampleError, SampleSet, load_samples
+from onnx_parity.models.samples.loading import GoldenCase, SampleError, SampleSet, load_samples
 
 
 class WritesMarker:
@@ -333,7 +333,7 @@ def test_string_array_is_refused(repo: Path) -> None:
 
 def test_importing_samples_does_not_import_torch() -> None:
     # The CLI must start fast: torch is imported only when a .pt file is read.
-    code = ("import sys, onnx_parity.models.samples, onnx_parity.verification.compare, "
+    code = ("import sys, onnx_parity.models.samples.loading, onnx_parity.verification.compare, "
             "onnx_parity.models.batches; print('torch' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           check=True, env={**os.environ, "PYTHONWARNINGS": "ignore"})

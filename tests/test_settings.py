@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from onnx_parity.settings import checks
+from onnx_parity.settings.keys import checks
 from onnx_parity.settings.loading import load_settings
 from onnx_parity.settings.paths import resolve_inside
 from onnx_parity.settings.values import ConfigError

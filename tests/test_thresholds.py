@@ -156,7 +156,7 @@ def test_a_dynamic_rope_baked_at_export_fails_past_its_threshold(run: dict[str, 
 # ---- reading the thresholds from the config, per architecture ----
 
 def _thresholds(config: object) -> list[tuple[str, int, tuple[int, ...]]]:
-    from onnx_parity.models.thresholds import thresholds
+    from onnx_parity.models.generating.thresholds import thresholds
 
     return [(item.key, item.value, item.layers) for item in thresholds(config)]
 
@@ -214,7 +214,7 @@ def test_the_context_is_max_context_or_max_position_embeddings() -> None:
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    from onnx_parity.models.thresholds import position_limits
+    from onnx_parity.models.generating.thresholds import position_limits
     from onnx_parity.verification.generation.thresholds import past_lengths
 
     torch.manual_seed(0)
@@ -266,7 +266,10 @@ def test_a_built_past_extends_a_real_prefix_at_its_scale() -> None:
 def test_a_difference_past_the_threshold_names_key_value_length_figure_and_rows() -> None:
     from onnx_parity.generation_results import GenerationResult, ThresholdRun, ThresholdStep
     from onnx_parity.models import Threshold
-    from onnx_parity.report.generation_json import generation_from_json, generation_to_json
+    from onnx_parity.report.generation.generation_json import (
+        generation_from_json,
+        generation_to_json,
+    )
     from onnx_parity.verification.generation.thresholds import _compared, _finding
 
     expected = np.zeros((3, 5), dtype=np.float32)

@@ -192,7 +192,7 @@ WRONG = MODELS + '''
 def height_for_width():
     """The vision wrapper's rotary positions laid out with the grid's height taken for its
     width: right on a square grid (the 1x4x4 image it is exported from), wrong on 1x4x6."""
-    from onnx_parity.models import vl_qwen2
+    from onnx_parity.models.vision_language import qwen2 as vl_qwen2
 
     original = vl_qwen2._patch_positions
 
@@ -291,7 +291,7 @@ def test_patch_positions_are_those_of_transformers() -> None:
     import torch
     from transformers.vision_utils import get_vision_position_ids
 
-    from onnx_parity.models.vl_qwen2 import _patch_positions
+    from onnx_parity.models.vision_language.qwen2 import _patch_positions
 
     for grid in ((1, 4, 4), (1, 4, 6), (1, 8, 2), (2, 4, 6)):
         given = torch.tensor([grid])
@@ -300,7 +300,7 @@ def test_patch_positions_are_those_of_transformers() -> None:
 
 
 def test_each_row_gets_its_own_images(model: Any) -> None:
-    from onnx_parity.models.vl_qwen2 import FAMILY
+    from onnx_parity.models.vision_language.qwen2 import FAMILY
 
     samples = vl_samples()
     contract = FAMILY.contract(model, None)  # type: ignore[arg-type]
@@ -314,7 +314,7 @@ def test_each_row_gets_its_own_images(model: Any) -> None:
 
 def test_an_input_the_architecture_does_not_take_is_named(model: Any) -> None:
     from onnx_parity.models import LoadError
-    from onnx_parity.models.vl_qwen2 import FAMILY
+    from onnx_parity.models.vision_language.qwen2 import FAMILY
 
     samples = {**vl_samples(), "image_sizes": np.zeros((2, 2), dtype=np.int64)}
     with pytest.raises(LoadError, match="gives image_sizes, which Qwen2-VL does not take"):
@@ -322,7 +322,7 @@ def test_an_input_the_architecture_does_not_take_is_named(model: Any) -> None:
 
 
 def test_prompt_positions_are_the_rope_index_and_steps_add_one(model: Any) -> None:
-    from onnx_parity.models.vl_qwen2 import FAMILY
+    from onnx_parity.models.vision_language.qwen2 import FAMILY
 
     prompts, _ = FAMILY.derive(model, vl_samples(), FAMILY.contract(model, None))  # type: ignore[arg-type]
     positions = FAMILY.prompt_positions(model, prompts)

@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from onnx_parity.models.decoder import CacheShape
+from onnx_parity.models.generating.base import CacheShape
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.models.vision_language import family_of
+from onnx_parity.models.vision_language.registry import family_of
 from vl_family_models import IMAGE, SAMPLES, SOURCE, llava_full_samples
 
 torch = pytest.importorskip("torch")
@@ -383,7 +383,7 @@ ROTATED = SOURCE + '''
 def idefics3_tiles_rotated():
     """The vision wrapper takes the whole image (the processor's last tile) for the first:
     right on a prompt of one tile, wrong on five."""
-    from onnx_parity.models import vl_idefics3
+    from onnx_parity.models.vision_language import idefics3 as vl_idefics3
 
     wrapper = vl_idefics3._vision_class()
     original = wrapper.forward

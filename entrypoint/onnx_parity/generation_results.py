@@ -37,8 +37,9 @@ class ThresholdStep:
 
 @dataclass(frozen=True)
 class ThresholdRun:
-    """A position threshold of the model's config (models/thresholds.py) and the decoding steps
-    run across it: total lengths T - 1, T and T + 1 (past lengths T - 2, T - 1, T)."""
+    """A position threshold of the model's config (models/generating/thresholds.py) and the
+    decoding steps run across it: total lengths T - 1, T and T + 1 (past lengths T - 2, T - 1,
+    T)."""
 
     key: str  # the config key
     value: int
@@ -67,7 +68,7 @@ class FileCheck:
 
 @dataclass(frozen=True)
 class PipelineChecks:
-    """A vision-language model checked as the pipeline it ships as (models/vision_language.py):
+    """A vision-language model checked as the pipeline it ships as (models/vision_language/):
     its family, its three files, each file's comparisons, and the inputs the tool derived."""
 
     family: str  # "qwen2-vl"

@@ -2,16 +2,19 @@
 # Read by type checkers, and by __init__.py at run time to load each name on first use.
 
 from .batches import batch_plan
-from .binding import BoundInputs, bind_inputs
+from .binding import bind_inputs
+from .bound_inputs import BoundInputs
 from .checkpoints import checkpoint_classes
-from .decoder import STATE_KINDS, CacheShape, cache_shape, decoder_module, step_samples, step_spec
 from .dtypes import to_array
-from .encoder_decoder import encoder_module, encoder_spec
-from .eval_tokens import EvalTokens, load_eval_tokens
 from .factory import LoadedModel, build_model
 from .flat_call import FlatInputs, flat_inputs, has_structure
+from .generating.base import STATE_KINDS, CacheShape
+from .generating.encoder_decoder import encoder_module, encoder_spec
+from .generating.eval_tokens import EvalTokens, load_eval_tokens
+from .generating.registry import cache_shape, decoder_module, step_samples, step_spec
+from .generating.state_cache import cache_presents
+from .generating.thresholds import PositionLimits, Threshold, position_limits
 from .load_errors import LoadError, load_finding
-from .model_zoo import GoldenCase
 from .module_state import one_run
 from .offload import OffloadedWeights
 from .probe import ProbeResult, probe_model
@@ -24,21 +27,13 @@ from .reference import (
     batch_arrays,
     run_reference,
 )
-from .samples import SampleSet, cast_samples, load_samples
+from .samples.loading import SampleSet, cast_samples, load_samples
+from .samples.model_zoo import GoldenCase
 from .shapes import Dimension, dimensions, input_shapes, resize, widened_for_export
-from .state_cache import cache_presents
-from .thresholds import PositionLimits, Threshold, position_limits
 from .torch_builds import companion_pins, installed_version, missing_release_note
-from .vision_language import (
-    DerivedInput,
-    Family,
-    Image,
-    PipelineContract,
-    declared_family,
-    family_of,
-    is_vision_language,
-)
-from .vl_files import (
+from .vision_config import is_vision_language
+from .vision_language.base import DerivedInput, Family, Image, PipelineContract
+from .vision_language.files import (
     decoder_samples,
     decoder_spec,
     embedding_samples,
@@ -46,6 +41,7 @@ from .vl_files import (
     vision_samples,
     vision_spec,
 )
+from .vision_language.registry import declared_family, family_of
 
 __all__ = [
     "STATE_KINDS",

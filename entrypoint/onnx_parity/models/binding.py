@@ -12,53 +12,20 @@ from __future__ import annotations
 
 import dataclasses
 import inspect
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from onnx_parity.findings import Finding
+from onnx_parity.models.bound_inputs import BoundInputs
 from onnx_parity.models.call_arguments import check_dotted, parameter_of, with_call_structure
 from onnx_parity.models.contract import CallContract, contract_for
 from onnx_parity.models.load_errors import LoadError
-from onnx_parity.models.model_zoo import GoldenCase
+from onnx_parity.models.samples.model_zoo import GoldenCase
 from onnx_parity.settings import ModelSpec
 
 POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
 NAMED = (*POSITIONAL, inspect.Parameter.KEYWORD_ONLY)
-
-
-@dataclass(frozen=True)
-class BoundInputs:
-    names: tuple[str, ...]  # the ONNX input names, in the order the exporters see them
-    arrays: dict[str, np.ndarray]  # by input name, axis 0 = samples
-    # forward's parameter each name binds to (same order); empty: the names themselves
-    parameters: tuple[str, ...] = ()
-    keyword: tuple[str, ...] = ()  # the names passed by keyword (they follow the positional)
-    positional_note: str | None = None  # set when the names were bound by position
-    # forward's scalar defaults of parameters the configuration leaves out: the TorchScript
-    # exporter can turn one into a graph input (GPT-2's `logits_to_keep=0`), fed its default.
-    defaults: dict[str, int | float | bool] = field(default_factory=dict)
-    # where each deployed tensor holds its batch, and what its declared axes carry
-    contract: CallContract = field(default_factory=CallContract)
-    # forward's parameters given by dotted names, built into a dict or a cache on each call
-    # (models/call_arguments.py); `parameters` then names each input's parameter.
-    nested: tuple[str, ...] = ()
-    constants: dict[str, bool | int | float | str] = field(default_factory=dict)  # forward-kwargs
-    model_config: Any = None  # the model's `config`, which a transformers cache is built with
-
-    @property
-    def sample_count(self) -> int:
-        return min(len(array) for array in self.arrays.values())
-
-    def parameter(self, name: str) -> str:
-        return self.parameters[self.names.index(name)] if self.parameters else name
-
-    def findings(self) -> list[Finding]:
-        if self.positional_note is None:
-            return []
-        return [Finding("positional-binding", self.positional_note)]
 
 
 def bind_inputs(module: Any, spec: ModelSpec, named: dict[str, np.ndarray],

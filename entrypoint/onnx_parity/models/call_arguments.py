@@ -15,13 +15,11 @@ import dataclasses
 import inspect
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from onnx_parity.models.bound_inputs import BoundInputs
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.settings import ModelSpec
-
-if TYPE_CHECKING:
-    from onnx_parity.models.binding import BoundInputs
 
 Call = tuple[tuple[Any, ...], dict[str, Any]]
 CACHE_MEMBER = re.compile(r"(0|[1-9][0-9]*)\.(key|value)")

@@ -16,7 +16,6 @@ from pathlib import Path
 from typing import Any
 
 from onnx_parity.locations import shorten
-from onnx_parity.models.factory import LoadedModel, seed_everything
 from onnx_parity.models.lfs import refuse_pointer
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.settings import ModelSpec
@@ -42,7 +41,9 @@ def checkpoint_classes(folder: Path) -> tuple[str, ...]:
     return (named,) if named and named.isidentifier() else (FALLBACK,)
 
 
-def build_checkpoint(spec: ModelSpec, repo: Path) -> LoadedModel:
+def build_checkpoint(spec: ModelSpec, repo: Path) -> Any:
+    """The folder's model in eval mode (torch.nn.Module), the global seeds set by the factory
+    beforehand (factory.py builds it; this module only reads the folder)."""
     folder = spec.transformers
     assert folder is not None  # the loader requires factory or transformers
     what = f'transformers folder "{_relative(folder, repo)}"'
@@ -56,10 +57,9 @@ def build_checkpoint(spec: ModelSpec, repo: Path) -> LoadedModel:
             fix="Write a factory in your repository that builds the model's class and loads "
                 "the folder's safetensors (`factory = \"models.net:build\"`), or use a model "
                 "class the installed transformers has.")
-    seed_everything()
     module = _load(folder, config, what)
     module.eval()
-    return LoadedModel(module, ())
+    return module
 
 
 def _relative(folder: Path, repo: Path) -> str:

@@ -17,6 +17,7 @@ from typing import Any
 
 from onnx_parity.findings import Finding
 from onnx_parity.locations import error_location, shorten
+from onnx_parity.models.checkpoints import build_checkpoint
 from onnx_parity.models.lfs import refuse_pointer
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.models.torch_builds import mismatch_message
@@ -48,9 +49,8 @@ def build_model(spec: ModelSpec, repo: Path) -> LoadedModel:
     from onnx_parity.models.dtypes import cast_module, module_dtype
 
     if spec.factory is None:  # a `transformers` folder instead
-        from onnx_parity.models.checkpoints import build_checkpoint
-
-        checkpoint = build_checkpoint(spec, repo).module
+        seed_everything()  # before the folder is read: reading it draws no random number
+        checkpoint = build_checkpoint(spec, repo)
         cast_module(checkpoint, spec.dtype)
         return LoadedModel(checkpoint, (), module_dtype(checkpoint))
     seed_everything()
@@ -203,7 +203,7 @@ def _safetensors_state(weights: Path, shown: str) -> dict[str, Any]:
 
 
 def _weights_refused(shown: str, error: BaseException) -> LoadError:
-    from onnx_parity.models.sample_files import refused_pickle
+    from onnx_parity.models.samples.files import refused_pickle
 
     refused = refused_pickle(error)
     if refused is not None:

@@ -27,7 +27,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-from onnx_parity.models.binding import BoundInputs
+from onnx_parity.models.bound_inputs import BoundInputs
 from onnx_parity.models.call_arguments import structured_call
 from onnx_parity.models.output_tree import flatten
 

@@ -1,7 +1,7 @@
 """The model's weights out of memory while onnxruntime holds its own copy of them.
 
 A generating model is decoded by PyTorch first and by onnxruntime afterwards
-(verification/generation.py), so the two copies of the weights need not be resident at once:
+(verification/generation/checked.py), so the two copies of the weights need not be resident at once:
 before onnxruntime's session opens, every parameter and buffer of the module is written into
 one file of the work folder and its tensor emptied (`tensor.data` swapped for an empty one, so
 every holder of that Parameter object sees it); when PyTorch runs the model again (a variant's

@@ -9,7 +9,7 @@ import numpy as np
 
 from onnx_parity.errors import ModelProblem
 from onnx_parity.locations import shorten
-from onnx_parity.models.binding import BoundInputs
+from onnx_parity.models.bound_inputs import BoundInputs
 from onnx_parity.models.call_arguments import structured_call
 from onnx_parity.models.dtypes import to_array, to_tensor
 from onnx_parity.models.module_state import one_run

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from onnx_parity.models.binding import BoundInputs
+from onnx_parity.models.bound_inputs import BoundInputs
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.settings import Linear, ModelSpec, parse_dimension
 

@@ -23,7 +23,7 @@ from onnx_parity.locations import scrub_paths, source_line
 from onnx_parity.models import installed_version
 from onnx_parity.pipeline.cache.entries import ModelCache
 from onnx_parity.pipeline.cache.fingerprint import environment, fingerprint_key
-from onnx_parity.pipeline.one_model import ModelJob
+from onnx_parity.pipeline.job import ModelJob
 from onnx_parity.pipeline.preimports import installed_imports
 from onnx_parity.pipeline.threads import thread_budget
 from onnx_parity.pipeline.torch_pool import TorchWorkerPool
@@ -58,7 +58,7 @@ def worker_environment(environ: Mapping[str, str],
                        configured: Mapping[str, str] | None = None) -> dict[str, str]:
     """What the zygote starts with, and every worker inherits: the run's environment without
     credentials, then the configuration's `env` (resolved), then what the tool sets itself
-    (settings/environment.py refuses `env` names among those)."""
+    (settings/keys/environment.py refuses `env` names among those)."""
     env = {**without_credentials(environ), **(configured or {})}
     env["PYTHONIOENCODING"] = "utf-8"  # an ascii console must not break exporter output
     return env

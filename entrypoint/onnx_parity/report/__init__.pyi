@@ -14,7 +14,7 @@ from .junit import render_junit
 from .markdown import render_markdown
 from .merging import merge_runs
 from .records import divergence_record, parity_record, variant_record
-from .repro_text import repro_report, repro_script
+from .repro.repro_text import repro_report, repro_script
 from .sarif import render_sarif
 from .serialization import (
     ReportFormatError,

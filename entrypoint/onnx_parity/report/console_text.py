@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from onnx_parity.findings import Severity
-from onnx_parity.report.generation_table import generation_lines
+from onnx_parity.report.generation.generation_table import generation_lines
 from onnx_parity.results import ModelResult, RunResult
 from onnx_parity.verification import first_sentence
 

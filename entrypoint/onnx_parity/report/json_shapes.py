@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import NotRequired, TypeAlias, TypedDict
 
 from onnx_parity.findings import Code
-from onnx_parity.report.generation_shapes import GenerationJson
+from onnx_parity.report.generation.generation_shapes import GenerationJson, TextScoreJson
 
 # Strict JSON has no Infinity or NaN: a figure that is one is written as "inf", "-inf", "nan".
 Figure: TypeAlias = float | str | None
@@ -94,18 +94,6 @@ class VariantFiguresJson(TypedDict):
     skipped: str | None
     settings: dict[str, JsonValue]
     text: NotRequired[TextScoreJson | None]  # a generating model's variant on `eval-tokens`
-
-
-class TextScoreJson(TypedDict):  # generation_results.TextScore, with its derived figures
-    file: str
-    rows: int
-    tokens: int  # the positions scored
-    fp32_nll: float  # nats per token
-    fp32_perplexity: float
-    nll: float
-    perplexity: float
-    perplexity_ratio: float  # the variant's over fp32's
-    top1_agreement: float
 
 
 class VariantJson(VariantFiguresJson):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from onnx_parity.findings import CATALOGUE, Finding, Severity
 from onnx_parity.report.drift_chart import drift_chart
-from onnx_parity.report.generation_table import generation_section
-from onnx_parity.report.repro_text import repro_section
+from onnx_parity.report.generation.generation_table import generation_section
+from onnx_parity.report.repro.repro_text import repro_section
 from onnx_parity.report.variants_table import variants_section
 from onnx_parity.results import ModelResult, OutputComparison, RunResult
 

@@ -11,7 +11,7 @@ from typing import cast
 from onnx_parity import __version__
 from onnx_parity.errors import UserError
 from onnx_parity.findings import Finding, parse_code
-from onnx_parity.report.generation_json import (
+from onnx_parity.report.generation.generation_json import (
     generation_from_json,
     generation_to_json,
     text_from_json,

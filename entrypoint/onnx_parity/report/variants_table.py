@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from onnx_parity.findings import Severity
-from onnx_parity.report.text_quality import text_section
+from onnx_parity.report.generation.text_quality import text_section
 from onnx_parity.results import ModelResult, RunResult, VariantResult
 
 HEADER = ("| | Model | Variant | Size vs fp32 | SQNR (worst) | Top-1 agreement | Max abs diff "

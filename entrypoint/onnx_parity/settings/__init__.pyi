@@ -3,14 +3,15 @@
 
 from .config_entry import entry_header, model_entry
 from .config_file import CONFIG_NAME, PYPROJECT_NAME, PYPROJECT_TABLE
-from .deployment_keys import GENAI, OPTIMUM
-from .dimension_names import Linear, parse_dimension
 from .dtypes import at_dtype
-from .environment import resolved_env
-from .generation_keys import Generation
 from .init_request import FLOAT_DTYPES, InitError, InputRequest, NewModel, new_model, weights_option
+from .keys.deployment_keys import GENAI, OPTIMUM
+from .keys.dimension_names import Linear, parse_dimension
+from .keys.environment import resolved_env
+from .keys.generation_keys import Generation
+from .keys.model_sources import command_arguments
+from .keys.variant_keys import Int4
 from .loading import load_settings
-from .model_sources import command_arguments
 from .schema import (
     DEFAULT_TIMEOUT_SECONDS,
     EXPORTERS,
@@ -23,7 +24,6 @@ from .schema import (
 from .source_folders import SourceFolders, found_source_folders
 from .source_root import source_root
 from .values import ConfigError
-from .variant_keys import Int4
 
 __all__ = [
     "CONFIG_NAME",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from onnx_parity.settings.checks import DTYPE_TOLERANCES
+from onnx_parity.settings.keys.checks import DTYPE_TOLERANCES
 from onnx_parity.settings.schema import ModelSpec
 from onnx_parity.settings.values import ConfigError, Place, quoted
 

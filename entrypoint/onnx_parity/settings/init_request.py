@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from onnx_parity.errors import UserError
-from onnx_parity.settings.model_keys import factory_value, model_name_value
+from onnx_parity.settings.keys.model_keys import factory_value, model_name_value
 from onnx_parity.settings.values import ConfigError, shown
 
 FLOAT_DTYPES = ("float32", "float16", "float64")

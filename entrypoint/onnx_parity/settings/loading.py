@@ -15,8 +15,8 @@ from typing import Any
 
 from onnx_parity.settings.config_file import Table, find_config
 from onnx_parity.settings.dtypes import check_dtype_variants
-from onnx_parity.settings.model_keys import ALLOW_WARNING_KEYS, MODEL_NAME
-from onnx_parity.settings.model_sources import MODEL_SOURCES, missing_source
+from onnx_parity.settings.keys.model_keys import ALLOW_WARNING_KEYS, MODEL_NAME
+from onnx_parity.settings.keys.model_sources import MODEL_SOURCES, missing_source
 from onnx_parity.settings.schema import Key, ModelSpec, Settings, declared_keys
 from onnx_parity.settings.source_folders import found_source_folders
 from onnx_parity.settings.values import ConfigError, KeyContext, Place, check_keys, show_value

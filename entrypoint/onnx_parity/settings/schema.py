@@ -5,8 +5,8 @@ its TOML name, its type and meaning as the docs show them, its check, its defaul
 only a `[[model]]` may set it, and whether it changes what a worker measures. The loader, the
 lists of valid keys, the cache's fingerprint, the generated reference page
 (docs/reference/configuration.md) and the property tests all read those declarations, so a
-new key is one declaration here (its check beside the others in settings/checks.py or
-settings/model_keys.py).
+new key is one declaration here (its check beside the others in settings/keys/checks.py or
+settings/keys/model_keys.py).
 """
 
 from __future__ import annotations
@@ -15,9 +15,10 @@ import dataclasses
 from dataclasses import dataclass
 from pathlib import Path
 
-from onnx_parity.settings.axis_keys import batch_axis_value
-from onnx_parity.settings.call_keys import Constant, forward_kwargs_value
-from onnx_parity.settings.checks import (
+from onnx_parity.settings.declaration import DECLARED, Key, choices, plain, setting
+from onnx_parity.settings.keys.axis_keys import batch_axis_value
+from onnx_parity.settings.keys.call_keys import Constant, forward_kwargs_value
+from onnx_parity.settings.keys.checks import (
     CALIBRATIONS,
     DEFAULT_ATOL,
     DEFAULT_BATCH_SIZES,
@@ -50,10 +51,9 @@ from onnx_parity.settings.checks import (
     tolerance_value,
     variants_value,
 )
-from onnx_parity.settings.declaration import DECLARED, Key, choices, plain, setting
-from onnx_parity.settings.environment import env_value
-from onnx_parity.settings.generation_keys import GENERATE_KEY, Generation
-from onnx_parity.settings.model_keys import (
+from onnx_parity.settings.keys.environment import env_value
+from onnx_parity.settings.keys.generation_keys import GENERATE_KEY, Generation
+from onnx_parity.settings.keys.model_keys import (
     ALLOW_WARNING_KEYS,
     AllowWarning,
     allow_warnings_value,
@@ -66,15 +66,15 @@ from onnx_parity.settings.model_keys import (
     outputs_value,
     weights_value,
 )
-from onnx_parity.settings.model_sources import export_command_value, transformers_value
-from onnx_parity.settings.source_folders import SourceFolders
-from onnx_parity.settings.variant_keys import (
+from onnx_parity.settings.keys.model_sources import export_command_value, transformers_value
+from onnx_parity.settings.keys.variant_keys import (
     DEFAULT_MAX_PERPLEXITY_RATIO,
     EVAL_TOKENS_KEY,
     INT4_KEY,
     PERPLEXITY_KEY,
     Int4,
 )
+from onnx_parity.settings.source_folders import SourceFolders
 
 __all__ = [
     "DEFAULT_TIMEOUT_SECONDS", "EXPORTERS", "OPTIMIZATION_LEVELS", "VARIANTS", "AllowWarning",
@@ -255,7 +255,7 @@ class ModelSpec:
         check=plain(calibration_value), default="minmax", example='calibration = "entropy"',
         doc="How `int8-static` turns the activations seen on the committed samples into int8 "
             f"ranges (onnxruntime's `CalibrationMethod`). {_OVERRIDES}")
-    int4: Int4 = setting("int4", Int4(), **INT4_KEY)  # settings/variant_keys.py
+    int4: Int4 = setting("int4", Int4(), **INT4_KEY)  # settings/keys/variant_keys.py
     min_sqnr_db: float | None = setting(
         "min-sqnr-db", kind="finite number", check=plain(sqnr_value), default=None,
         shown="no threshold", example="min-sqnr-db = 25",

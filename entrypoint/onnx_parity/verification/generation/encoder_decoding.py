@@ -1,4 +1,4 @@
-"""The two sides of an encoder-decoder generator's greedy decoding (models/encoder_decoder.py).
+"""The two sides of an encoder-decoder generator's greedy decoding (models/generating/encoder_decoder.py).
 
 PyTorch runs the model's encoder once, then its own forward with the encoder's output and its
 own EncoderDecoderCache, fed back. onnxruntime runs `<name>.encoder.onnx` once and feeds its

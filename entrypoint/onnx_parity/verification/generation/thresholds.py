@@ -1,6 +1,6 @@
 """Decoding steps across every position threshold of a generating model: `position-threshold`.
 
-A threshold T (models/thresholds.py) below the model's context gets one-token steps at total
+A threshold T (models/generating/thresholds.py) below the model's context gets one-token steps at total
 lengths T - 1, T and T + 1 (past lengths T - 2, T - 1, T), from a past built to T - 2
 (threshold_past.py), each side then feeding its own cache back and both fed
 PyTorch's greedy token, as the generation check does. A step whose logits are outside the

@@ -9,7 +9,7 @@ the initializers the subgraph uses are then read from the model's data file. It 
 once, as repro.py will run it, so the folder records the figure it prints. A folder past
 `repro-max-mb` is cut to one sample of the batch (when every array holds the batch on axis 0),
 then left without its subgraph and arrays, saying why. Publishing moves it to the output
-folder and writes repro.py and REPORT.md beside the files (report/repro_text.py).
+folder and writes repro.py and REPORT.md beside the files (report/repro/repro_text.py).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The two sides of a vision-language model's greedy decoding (models/vision_language.py).
+"""The two sides of a vision-language model's greedy decoding (models/vision_language/).
 
 PyTorch runs the user's model's own forward: the prompt pass with the image inputs (its own
 vision tower and merge), then one token at a time with its own cache. onnxruntime runs the

@@ -1,0 +1,58 @@
+"""A generating model's record in report.json (`models[].generation`), as typed dicts: the
+shapes json_shapes.py's ModelJson holds, kept apart as that module's generation family."""
+
+from __future__ import annotations
+
+from typing import NotRequired, TypedDict
+
+from onnx_parity.report.generation.pipeline_json import PipelineJson
+from onnx_parity.report.generation.threshold_json import ThresholdJson
+
+
+class TokenDifferenceJson(TypedDict):  # generation_results.TokenDifference
+    step: int
+    row: int
+    pytorch_token: int
+    onnx_token: int
+    logit_diff: float
+    margin: float
+    near_tie: bool
+
+
+class GenerationJson(TypedDict):  # generation_results.GenerationResult
+    steps: int
+    rows: int
+    tokens_agree: list[int]  # per row: steps whose tokens agreed before the first difference
+    first_token_difference: TokenDifferenceJson | None
+    max_logit_diff: list[float]  # per step, padded positions left out
+    teacher_forced_from: int | None
+    bundles: NotRequired[list[BundleJson]]  # `bundle`: written only when there are some
+    runtime: NotRequired[RuntimeGenerationJson]  # `runtime`: written only when it ran
+    thresholds: NotRequired[list[ThresholdJson]]  # position thresholds (absent: older reports)
+    pipeline: NotRequired[PipelineJson]  # a vision-language model's three files
+
+
+class BundleJson(TypedDict):  # generation_results.Bundle
+    runtime: str
+    suffix: str
+    documents: dict[str, dict[str, object]]  # file name -> its JSON document
+
+
+class RuntimeGenerationJson(TypedDict):  # generation_results.RuntimeGeneration
+    runtime: str
+    steps: int
+    tokens_agree: list[int]
+    compared: list[int]
+    first_token_difference: TokenDifferenceJson | None
+
+
+class TextScoreJson(TypedDict):  # generation_results.TextScore, with its derived figures
+    file: str
+    rows: int
+    tokens: int  # the positions scored
+    fp32_nll: float  # nats per token
+    fp32_perplexity: float
+    nll: float
+    perplexity: float
+    perplexity_ratio: float  # the variant's over fp32's
+    top1_agreement: float
