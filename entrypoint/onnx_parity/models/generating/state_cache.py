@@ -45,7 +45,7 @@ PROBE_TOKENS = 2  # the prompt pass the cache's layout is read from
 TORCHSCRIPT_FIRST = ("torchscript", "dynamo")
 
 
-@dataclass(frozen=True)
+@dataclass  # not frozen: DecoderFamily's `name` is a plain attribute
 class StateFamily:
     """A hybrid decoder family (a `DecoderFamily`): the `model_type`s it takes, forward's cache
     parameter, and what the model needs before its step is exported (None: nothing)."""
