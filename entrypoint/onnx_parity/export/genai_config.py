@@ -16,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from onnx_parity.errors import ModelProblem
+from onnx_parity.models import STATE_KINDS
 
 # onnxruntime-genai 0.18's decoder-only model types (its model_type list); the builder's generic
 # route names an architecture it does not know after its class (`gpt2lmheadmodel`), which the
@@ -35,6 +37,8 @@ GENAI_TYPES = frozenset((
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
                    "vocab.json", "merges.txt", "tokenizer.model", "added_tokens.json")
 BUILDER = "onnxruntime_genai.models.builder"
+# The hybrid types whose loop feeds conv and recurrent states (the builder's LFM2 and Qwen3.5).
+STATE_TYPES = ("lfm2", "lfm2_moe", "qwen3_5_text", "qwen3_5_moe_text")
 # The decoder inputs genai_config.json names (a VLM's decoder takes inputs_embeds).
 FED = ("input_ids", "inputs_embeds", "attention_mask", "position_ids")
 BUILDER_SECONDS = 600
@@ -148,6 +152,7 @@ def with_layout(document: dict[str, Any], inputs: tuple[str, ...],
     decoder["filename"] = "model.onnx"
     if model.get("type") not in GENAI_TYPES:
         model["type"] = "decoder"
+    _with_states(model, inputs)
     _check_tokens(model)
     missing = [name for name in ("attention_mask",) if name not in inputs]
     if not {"input_ids", "inputs_embeds"} & set(inputs):
@@ -157,6 +162,24 @@ def with_layout(document: dict[str, Any], inputs: tuple[str, ...],
                           "onnxruntime-genai feeds or reads")
     document["search"]["past_present_share_buffer"] = False  # the file's present grows
     return document
+
+
+def _with_states(model: dict[str, Any], inputs: tuple[str, ...]) -> None:
+    """A hybrid decoder's conv and recurrent states under genai's names (`past.%d.conv` ->
+    `present.%d.conv`), for a model type whose loop carries them."""
+    kinds = [kind for kind in STATE_KINDS if any(re.fullmatch(rf"past\.\d+\.{kind}", name)
+                                                 for name in inputs)]
+    if not kinds:
+        return
+    if model["type"] not in STATE_TYPES:
+        raise BundleError(
+            f"onnxruntime-genai 0.18 carries conv and recurrent states for its "
+            f"{', '.join(STATE_TYPES)} model types only; the builder writes this model as "
+            f"\"{model['type']}\", whose loop would not feed the file's "
+            f"{', '.join(f'past.N.{kind}' for kind in kinds)}")
+    for kind in kinds:
+        model["decoder"]["inputs"][f"past_{kind}_names"] = f"past.%d.{kind}"
+        model["decoder"]["outputs"][f"present_{kind}_names"] = f"present.%d.{kind}"
 
 
 def _check_tokens(model: dict[str, Any]) -> None:

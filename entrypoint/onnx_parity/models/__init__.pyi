@@ -8,7 +8,7 @@ from .checkpoints import checkpoint_classes
 from .dtypes import to_array
 from .factory import LoadedModel, build_model
 from .flat_call import FlatInputs, flat_inputs, has_structure
-from .generating.base import CacheShape
+from .generating.base import STATE_KINDS, CacheShape
 from .generating.encoder_decoder import encoder_module, encoder_spec
 from .generating.eval_tokens import EvalTokens, load_eval_tokens
 from .generating.experts_loops import loop_findings
@@ -20,6 +20,7 @@ from .generating.moe import (
     recorded_routing,
 )
 from .generating.registry import cache_shape, decoder_module, step_samples, step_spec
+from .generating.state_cache import cache_presents
 from .generating.thresholds import PositionLimits, Threshold, position_limits
 from .load_errors import LoadError, load_finding
 from .module_state import one_run
@@ -51,6 +52,7 @@ from .vision_language.files import (
 from .vision_language.registry import declared_family, family_of
 
 __all__ = [
+    "STATE_KINDS",
     "BoundInputs",
     "CacheShape",
     "Call",
@@ -78,6 +80,7 @@ __all__ = [
     "batch_plan",
     "bind_inputs",
     "build_model",
+    "cache_presents",
     "cache_shape",
     "cast_samples",
     "checkpoint_classes",

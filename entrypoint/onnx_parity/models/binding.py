@@ -38,7 +38,7 @@ def bind_inputs(module: Any, spec: ModelSpec, named: dict[str, np.ndarray],
     if zoo_folder:  # test_data_set_N/input_K.pb: K is the parameter's position
         bound = _bind_zoo(parameters, positional, spec)
     else:
-        bound = _bind_given(parameters, named, spec)
+        bound = _bind_given(parameters, named, spec, getattr(module, "config", None))
     contract = contract_for(spec)
     bound = dataclasses.replace(bound, contract=contract,
                                 arrays=_from_deployed(bound, contract, zoo) if zoo_folder
@@ -53,13 +53,13 @@ def _forward_parameters(module: Any) -> list[inspect.Parameter]:
 
 
 def _bind_given(parameters: list[inspect.Parameter], named: dict[str, np.ndarray],
-                spec: ModelSpec) -> BoundInputs:
+                spec: ModelSpec, config: Any) -> BoundInputs:
     known = [parameter.name for parameter in parameters]
     given = _given_names(named, spec)
     matching = [name for name in given if parameter_of(name) in known]
     unknown = [name for name in given if parameter_of(name) not in known]
     if not unknown:
-        return _bind_by_name(parameters, given, named, spec)
+        return _bind_by_name(parameters, given, named, (spec, config))
     if not matching:
         return _bind_by_position(parameters, given, named, spec)
     raise LoadError(
@@ -79,10 +79,12 @@ def _given_names(named: dict[str, np.ndarray], spec: ModelSpec) -> list[str]:
 
 
 def _bind_by_name(parameters: list[inspect.Parameter], given: list[str],
-                  named: dict[str, np.ndarray], spec: ModelSpec) -> BoundInputs:
+                  named: dict[str, np.ndarray], model: tuple[ModelSpec, Any]) -> BoundInputs:
     """Leading given parameters positionally, the ones after a gap by keyword; a parameter
-    given by dotted names (`added_cond_kwargs.text_embeds`) counts as given."""
-    nested = check_dotted(given, spec.name)
+    given by dotted names (`added_cond_kwargs.text_embeds`) counts as given. `model`: the spec
+    and the module's config (a hybrid model's cache has keys in its attention layers only)."""
+    spec, config = model
+    nested = check_dotted(given, spec.name, config)
     constant = set(spec.forward_kwargs)
     given_names, given = given, list(dict.fromkeys(parameter_of(name) for name in given))
     missing = [p.name for p in parameters if p.default is inspect.Parameter.empty

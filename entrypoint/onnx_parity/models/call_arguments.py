@@ -31,8 +31,10 @@ def parameter_of(name: str) -> str:
     return name.partition(".")[0]
 
 
-def check_dotted(names: list[str], model: str) -> tuple[str, ...]:
-    """The parameters given by dotted names (checked: well-formed, each given one way)."""
+def check_dotted(names: list[str], model: str, config: Any = None) -> tuple[str, ...]:
+    """The parameters given by dotted names (checked: well-formed, each given one way). A
+    cache's layers are every layer from 0, or the attention layers of a hybrid model's
+    `config` (`cache_key_layers`)."""
     malformed = [name for name in names if "." in name
                  and not all(part.strip() for part in name.split("."))]
     if malformed:
@@ -49,11 +51,11 @@ def check_dotted(names: list[str], model: str) -> tuple[str, ...]:
                 f'model "{model}": `inputs` gives "{parameter}" both whole and by dotted '
                 "names.", fix=f'Give "{parameter}" one way: one tensor, or its parts by name.')
         _check_members(parameter, [name.partition(".")[2] for name in names
-                                   if parameter_of(name) == parameter], model)
+                                   if parameter_of(name) == parameter], model, config)
     return nested
 
 
-def _check_members(parameter: str, members: list[str], model: str) -> None:
+def _check_members(parameter: str, members: list[str], model: str, config: Any) -> None:
     cache = [member for member in members if CACHE_MEMBER.fullmatch(member)]
     if cache and len(cache) != len(members):
         others = [f"{parameter}.{member}" for member in members if member not in cache]
@@ -61,7 +63,7 @@ def _check_members(parameter: str, members: list[str], model: str) -> None:
             f'model "{model}": "{parameter}" mixes cache inputs ({parameter}.N.key/.value) with '
             f"{_quoted(others)}.", fix=CACHE_FIX + ".")
     if cache:
-        _check_layers(parameter, cache, model)
+        _check_layers(parameter, cache, model, cache_key_layers(config))
         return
     for member in members:
         inside = [other for other in members if other.startswith(member + ".")]
@@ -72,9 +74,11 @@ def _check_members(parameter: str, members: list[str], model: str) -> None:
                 fix="Give each dotted input a name no other input's name extends.")
 
 
-def _check_layers(parameter: str, members: list[str], model: str) -> None:
+def _check_layers(parameter: str, members: list[str], model: str,
+                  key_layers: tuple[int, ...] | None) -> None:
     layers = {int(member.partition(".")[0]) for member in members}
-    wanted = [f"{parameter}.{layer}.{part}" for layer in range(max(layers) + 1)
+    every = range(max(layers) + 1) if key_layers is None else key_layers
+    wanted = [f"{parameter}.{layer}.{part}" for layer in every
               for part in ("key", "value") if f"{layer}.{part}" not in members]
     if wanted:
         raise LoadError(
@@ -120,12 +124,35 @@ def _check_cache(parameter: str, names: list[str], config: Any, model: str) -> N
         ) from error
     text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else None
     layers = getattr(text, "num_hidden_layers", None)
+    holding = cache_key_layers(config)
     given = len(names) // 2
-    if isinstance(layers, int) and layers != given:
+    if holding is not None and len(holding) != given:
+        raise LoadError(
+            f'model "{model}": the cache "{parameter}" gives {given} layer(s), and the model\'s '
+            f"config has {len(holding)} attention layer(s) ({', '.join(map(str, holding))}; "
+            "the others hold conv or recurrent states).",
+            fix=f"{CACHE_FIX}, for every attention layer N of the model.")
+    if holding is None and isinstance(layers, int) and layers != given:
         raise LoadError(
             f'model "{model}": the cache "{parameter}" gives {given} layer(s), and the model\'s '
             f"config has {layers} (num_hidden_layers).",
             fix=f"{CACHE_FIX}, for every layer of the model.")
+
+
+def cache_key_layers(config: Any) -> tuple[int, ...] | None:
+    """The layers whose cache holds keys and values when some layers hold only conv or
+    recurrent states (a hybrid model: LFM2, Qwen3-Next, Granite-4 hybrid); None when every
+    layer does, or the config does not say. Read from the cache transformers builds for it."""
+    if not hasattr(config, "get_text_config"):
+        return None
+    import transformers  # noqa: F401  (the cache is transformers')
+    from transformers import DynamicCache
+    from transformers.cache_utils import CacheLayerMixin
+
+    layers = DynamicCache(config=config).layers
+    holding = tuple(index for index, layer in enumerate(layers)
+                    if isinstance(layer, CacheLayerMixin))
+    return holding if layers and len(holding) < len(layers) else None
 
 
 def structured_call(tensors: Mapping[str, Any], bound: BoundInputs) -> Call:
@@ -176,7 +203,8 @@ def dynamic_cache(members: Mapping[str, Any], config: Any = None) -> Any:
     cache.layers[:] = [full() if getattr(layer, "is_sliding", False) else layer
                        for layer in cache.layers]
     for layer in range(count):
-        cache.update(members[f"{layer}.key"], members[f"{layer}.value"], layer)
+        if f"{layer}.key" in members:  # a hybrid model's state layers hold no keys
+            cache.update(members[f"{layer}.key"], members[f"{layer}.value"], layer)
     return cache
 
 

@@ -15,6 +15,17 @@ from onnx_parity.settings import ModelSpec
 EXPORT_PAST = 3  # the past length the step is exported from (optimum exports from a few too)
 EXPORT_SEQUENCE = 2  # new tokens in the exported step: above 1, which torch.export specialises
 PROMPTS = ("input_ids", "attention_mask")
+STATE_KINDS = ("conv", "recurrent")  # a hybrid model's states (state_cache.py)
+
+
+@dataclass(frozen=True)
+class StateSlot:
+    """A conv or recurrent state a hybrid model's layer carries beside (or instead of) keys and
+    values: `past.N.conv` -> `present.N.conv`, onnxruntime-genai's names (state_cache.py)."""
+
+    layer: int
+    kind: str  # one of STATE_KINDS
+    shape: tuple[int, ...]  # without the batch axis
 
 
 @dataclass(frozen=True)
@@ -30,11 +41,32 @@ class CacheShape:
     start: int = 0
     width: int = 0
     family: str = "dense"  # the DecoderFamily that read it, which builds the step (registry.py)
+    # A hybrid model (state_cache.py): the layers holding keys and values (None: every layer),
+    # the conv and recurrent states of its layers, and forward's cache parameter.
+    attention: tuple[int, ...] | None = None
+    states: tuple[StateSlot, ...] = ()
+    cache_argument: str = "past_key_values"
 
     def names(self, prefix: str) -> tuple[str, ...]:
+        """The cache's tensors layer by layer, `prefix` "past_key_values" or "present": keys
+        and values, then a layer's states (`past.N.conv` beside `past_key_values.N.key`)."""
         middle = "decoder." if self.encoder else ""
-        return tuple(f"{prefix}.{layer}.{middle}{part}" for layer in range(self.layers)
-                     for part in ("key", "value"))
+        state = "past" if prefix == "past_key_values" else prefix
+        return tuple(name for layer in range(self.layers) for name in (
+            *(f"{prefix}.{layer}.{middle}{part}" for part in ("key", "value")
+              if self.attention is None or layer in self.attention),
+            *(f"{state}.{layer}.{slot.kind}" for slot in self.states if slot.layer == layer)))
+
+    def empty_past(self, batch: int, dtype: np.dtype[Any]) -> dict[str, np.ndarray]:
+        """The past of a prompt pass: no positions of keys and values, states of zeros."""
+        keys = np.zeros((batch, self.kv_heads, 0, self.head_dim), dtype=dtype)
+        states = {f"past.{slot.layer}.{slot.kind}": np.zeros((batch, *slot.shape), dtype=dtype)
+                  for slot in self.states}
+        return {name: states.get(name, keys) for name in self.names("past_key_values")}
+
+    def past_names(self) -> dict[str, str]:
+        """Each present's past: the name it is fed back as at the next step."""
+        return dict(zip(self.names("present"), self.names("past_key_values"), strict=True))
 
     @property
     def inputs(self) -> tuple[str, ...]:

@@ -40,7 +40,7 @@ def decoder_cache(module: Any, spec: ModelSpec, family: str) -> CacheShape:
     text = decoder_config(module)
     given = tuple(spec.inputs) if isinstance(spec.inputs, dict) else ()
     if not is_vision_language(module):  # a VLM's image inputs are its family's to check
-        _check_prompts(spec.name, given)
+        check_prompts(spec.name, given)
     if spec.generate.cache_shape is not None:
         return CacheShape(*spec.generate.cache_shape, positions, eos(module, text),
                           family=family)
@@ -59,7 +59,7 @@ def decoder_cache(module: Any, spec: ModelSpec, family: str) -> CacheShape:
     return CacheShape(layers, kv_heads, head_dim, positions, eos(module, text), family=family)
 
 
-def _check_prompts(model: str, given: tuple[str, ...]) -> None:
+def check_prompts(model: str, given: tuple[str, ...]) -> None:
     if sorted(given) != sorted(PROMPTS):
         raise LoadError(
             f'model "{model}": `inputs` gives {", ".join(sorted(given))}, the inputs of an '

@@ -10,11 +10,21 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models.generating import dense, encoder_decoder, flat_cache
+from onnx_parity.models.generating import (
+    dense,
+    encoder_decoder,
+    flat_cache,
+    gated_delta,
+    lfm2,
+    mamba2,
+    mamba_hybrid,
+)
 from onnx_parity.models.generating.base import CacheShape, DecoderFamily
 from onnx_parity.settings import ModelSpec
 
-FAMILIES: tuple[DecoderFamily, ...] = (encoder_decoder.FAMILY, flat_cache.FAMILY, dense.FAMILY)
+FAMILIES: tuple[DecoderFamily, ...] = (
+    encoder_decoder.FAMILY, flat_cache.FAMILY, lfm2.FAMILY, gated_delta.FAMILY,
+    mamba_hybrid.FAMILY, mamba2.FAMILY, dense.FAMILY)
 
 
 def decoder_family(module: Any, spec: ModelSpec) -> DecoderFamily:

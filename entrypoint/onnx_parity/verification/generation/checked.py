@@ -21,7 +21,7 @@ import numpy as np
 
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import GenerationResult
-from onnx_parity.models import BoundInputs, PositionLimits
+from onnx_parity.models import STATE_KINDS, BoundInputs, PositionLimits
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import Mask, compare_masked
@@ -246,7 +246,7 @@ def _compare(expected: StepOutput, actual: StepOutput,
     keep = mask * live[:, None]
     pairs = [("logits", expected.logits, actual.logits,
               compared_positions("logits", keep, sequence))]
-    pairs += [(name, value, *compared_present(value, actual.presents[name], keep))
+    pairs += [(name, value, *compared_present(name, value, actual.presents[name], keep))
               for name, value in expected.presents.items()]
     for name, torch_value, onnx_value, masked in pairs:
         row = compare_masked(name, len(mask), (torch_value, onnx_value), run.tolerance, masked)
@@ -268,11 +268,14 @@ def compared_positions(output: str, keep: np.ndarray, sequence: int) -> Mask:
     return Mask("attention_mask", keep, (0, 2))
 
 
-def compared_present(torch_value: np.ndarray, onnx_value: np.ndarray,
+def compared_present(name: str, torch_value: np.ndarray, onnx_value: np.ndarray,
                      keep: np.ndarray) -> tuple[np.ndarray, Mask]:
     """onnxruntime's present and its mask, on the positions PyTorch's cache holds: a
     sliding-window layer of the model's own cache keeps its window's last positions, the file's
-    present the whole past (the layout's total_sequence)."""
+    present the whole past (the layout's total_sequence). A hybrid model's conv or recurrent
+    state (`present.N.conv`) has no positions: compared whole on every row still decoding."""
+    if name.rpartition(".")[2] in STATE_KINDS:
+        return onnx_value, Mask("attention_mask", keep.max(axis=1), (0,))
     held = torch_value.shape[2] if torch_value.ndim == 4 else onnx_value.shape[2]
     if onnx_value.ndim == 4 and 0 < held < onnx_value.shape[2] == keep.shape[1]:
         onnx_value, keep = onnx_value[:, :, -held:], keep[:, -held:]

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models import CacheShape, ReferenceFailure, one_run
+from onnx_parity.models import CacheShape, ReferenceFailure, cache_presents, one_run
 from onnx_parity.verification.runtime import Session, run_session
 
 
@@ -69,13 +69,13 @@ class TorchDecoder:
             if self.flat:
                 return self._flat(torch, ids, mask, positions)
             given = {"position_ids": torch.from_numpy(positions)} if self.shape.positions else {}
+            given[self.shape.cache_argument] = self.cache
             out = self.module(input_ids=torch.from_numpy(ids),
-                              attention_mask=torch.from_numpy(mask),
-                              past_key_values=self.cache, **given,
+                              attention_mask=torch.from_numpy(mask), **given,
                               **{"use_cache": True, **self.constants})
-        self.cache = out.past_key_values
+        self.cache = getattr(out, self.shape.cache_argument)
         logits = out.logits if hasattr(out, "logits") else out[0]
-        presents = [tensor for layer in self.cache.layers for tensor in (layer.keys, layer.values)]
+        presents = cache_presents(self.cache, self.shape.attention, self.shape.states)
         return _output(logits, presents, self.shape)
 
     def _flat(self, torch: Any, ids: np.ndarray, mask: np.ndarray,
@@ -109,9 +109,7 @@ class OnnxDecoder:
 
     def step(self, ids: np.ndarray, mask: np.ndarray) -> StepOutput:
         if not self.past:
-            empty = np.zeros((ids.shape[0], self.shape.kv_heads, 0, self.shape.head_dim),
-                             dtype=self.dtype)
-            self.past = {name: empty for name in self.shape.names("past_key_values")}
+            self.past = self.shape.empty_past(ids.shape[0], self.dtype)
         feed = self.feed = {"input_ids": ids, "attention_mask": mask,
                             "position_ids": position_ids(mask, ids.shape[1]), **self.past}
         # An input the exporter dropped (unused by the graph) is not fed.
@@ -119,6 +117,6 @@ class OnnxDecoder:
                                             if name in feed})
         named = dict(zip(self.session.output_names, values, strict=True))
         presents = {name: named[name] for name in self.shape.names("present")}
-        self.past = {name.replace("present", "past_key_values", 1): value
-                     for name, value in presents.items()}
+        past = self.shape.past_names()
+        self.past = {past[name]: value for name, value in presents.items()}
         return StepOutput(named["logits"], presents)

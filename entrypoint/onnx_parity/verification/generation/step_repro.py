@@ -146,7 +146,7 @@ def _positions(name: str, expected: np.ndarray, actual: np.ndarray,
     keep, sequence = where
     if name == "logits":
         return actual, compared_positions(name, keep, sequence)
-    return compared_present(expected, actual, keep)
+    return compared_present(name, expected, actual, keep)
 
 
 def _failing_row(case: StepCase, spec: ModelSpec, actual: dict[str, np.ndarray]) -> int:

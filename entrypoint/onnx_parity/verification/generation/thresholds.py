@@ -128,17 +128,27 @@ def _judged(check: ThresholdCheck, limits: PositionLimits) -> ThresholdsChecked:
     tables at a long past leaves them as they settled."""
     runs: list[ThresholdRun] = []
     for threshold in limits.thresholds:
-        if limits.crossed(threshold):
+        skipped = _skipped(check, limits, threshold)
+        if skipped is None:
             runs.append(_crossed(check, threshold))
         else:
-            runs.append(ThresholdRun(
-                threshold.key, threshold.value, threshold.layers, (), skipped=(
-                    f"at or past the context ({limits.context_key} = {limits.context}): "
-                    "set max-context in `generate` to the length you deploy to check it")))
+            runs.append(ThresholdRun(threshold.key, threshold.value, threshold.layers, (),
+                                     skipped=skipped))
     findings = [_finding(run, threshold, check.tolerance)
                 for run, threshold in zip(runs, limits.thresholds, strict=True)
                 if not run.passed]
     return ThresholdsChecked(tuple(runs), findings)
+
+
+def _skipped(check: ThresholdCheck, limits: PositionLimits, threshold: Threshold) -> str | None:
+    """Why a threshold is recorded and not crossed, or None."""
+    if not limits.crossed(threshold):
+        return (f"at or past the context ({limits.context_key} = {limits.context}): set "
+                "max-context in `generate` to the length you deploy to check it")
+    if check.side.shape.states:
+        return ("a hybrid model's conv and recurrent states are not built at scale (the past "
+                "is built of keys and values): the threshold is recorded, not crossed")
+    return None
 
 
 def past_lengths(value: int) -> tuple[int, ...]:
