@@ -121,6 +121,18 @@ class NearTie(_Tiny):
         return logits, k, v
 
 
+class EmptyPastBranch(_Tiny):
+    """A branch on the past's length, as GIT's widening of its mask (modeling_git.py:841):
+    torch.export takes the dynamic past as at least 2, so the file takes the branch at the
+    prompt pass (past 0) too; every node of the file agrees with dynamo's program."""
+
+    def forward(self, input_ids, attention_mask, position_ids, key, value):
+        logits, k, v = self.body(input_ids, attention_mask, position_ids, key, value)
+        if key.shape[2] > 0:
+            logits = logits + 1.0
+        return logits, k, v
+
+
 class FailsOnOneToken(_Tiny):
     def forward(self, input_ids, attention_mask, key, value):
         if input_ids.shape[1] == 1:
@@ -291,6 +303,21 @@ def test_a_position_baked_at_export_fails_from_the_first_one_token_step(tmp_path
 
 
 @pytest.mark.slow
+def test_a_branch_dynamo_baked_for_a_longer_past_is_said_so_not_called_uncovered(
+        tmp_path: Path) -> None:
+    result, _ = checked(tmp_path, 'factory = "models.library:EmptyPastBranch"\n'
+                        'generate = { steps = 3, cache = "flat", cache-shape = [1, 2, 8] }\n')
+    parity = [m for code, m in errors(result) if code == "parity-mismatch"]
+    assert parity
+    assert all(m.startswith("generation step 0 (past length 0)") for m in parity)
+    assert result["generation"]["max_logit_diff"][0] == pytest.approx(1.0, abs=1e-4)
+    unlocalised = result["divergence"]["unlocalised"]
+    assert unlocalised.startswith("onnxruntime computes what dynamo's exported program does "
+                                  "(`logits` within the tolerance")
+    assert "a dynamic size as at least 2" in unlocalised
+    assert "no compared value covers" not in unlocalised
+
+
 def test_a_near_tie_is_a_warning_not_a_mismatch(tmp_path: Path) -> None:
     result, out = checked(tmp_path, 'factory = "models.library:NearTie"\n'
                           'exporter = "torchscript"\n'

@@ -163,10 +163,7 @@ def _judged(attempt: _Attempt, graph: Graph, compared: list[Compared],
     nodes = tuple(_node(c, first is not None and c.value == first.value) for c in compared)
     unlocalised = None
     if first is None:
-        hint = ("" if attempt.request.program is not None
-                else f"; {_needs_dynamo(attempt.request)}")
-        unlocalised = ("every compared value is within the tolerance: the drift comes from "
-                       "code no compared value covers" + hint)
+        unlocalised = _unlocalised(attempt, compared)
     divergence = _divergence(attempt, nodes, skipped, unlocalised)
     if first is None:
         return (_reduced(attempt, divergence, PYTORCH) if attempt.request.program is not None
@@ -175,6 +172,25 @@ def _judged(attempt: _Attempt, graph: Graph, compared: list[Compared],
     target = next(c for c in compared if c.value == first.value)
     repro = _repro(attempt, graph, compared, target, sources[first.value])
     return Localised(attempt.output, divergence, repro)
+
+
+def _unlocalised(attempt: _Attempt, compared: list[Compared]) -> str:
+    """Why no node was named. Where dynamo's program gives onnxruntime's value of the failing
+    output itself, no node of the file drifts: the program and the model differ, a path the
+    export decided (torch.export takes a dynamic size as at least 2, so a branch on an empty
+    past, `past_length > 0`, is baked taken)."""
+    if attempt.request.program is None:
+        return ("every compared value is within the tolerance: the drift comes from code no "
+                f"compared value covers; {_needs_dynamo(attempt.request)}")
+    output = next((c for c in compared if c.value == attempt.output), None)
+    if output is not None and output.row.passed:
+        return (f"onnxruntime computes what dynamo's exported program does (`{attempt.output}` "
+                f"within the tolerance, max abs diff {output.row.max_abs_diff:.3g}), and the "
+                "program differs from the model run as written: the export took another path "
+                "than the model does on these inputs (a branch on a size decided at export: "
+                "torch.export takes a dynamic size as at least 2, an empty past included)")
+    return ("every compared value is within the tolerance: the drift comes from code no "
+            "compared value covers")
 
 
 def _reduced(attempt: _Attempt, divergence: Divergence | None, reference: str) -> Localised:
