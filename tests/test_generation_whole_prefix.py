@@ -44,6 +44,11 @@ def xlnet():
 '''
 
 NAMES = ("gpt1", "xlm", "xlnet")
+# Beside them: GPT-1 with an int8 variant scored on text, and GPT-1 asking for a genai bundle.
+EXTRA = {"gpt1_int8": ('factory = "models.nocache:gpt1"\nvariants = ["int8-dynamic"]\n'
+                       'eval-tokens = "samples/text_ids.npy"\n'),
+         "gpt1_genai": 'factory = "models.nocache:gpt1"\n'}
+GENERATE = {"gpt1_genai": ', bundle = ["onnxruntime-genai"]'}
 
 
 @pytest.fixture(scope="module")
@@ -51,12 +56,16 @@ def run(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     """One CLI run over every model: name -> its report.json record, and the report's text."""
     root = tmp_path_factory.mktemp("whole_prefix")
     entries = "".join(
-        f'[[model]]\nname = "{name}"\nfactory = "models.nocache:{name}"\n'
-        'inputs = { input_ids = "samples/input_ids.npy", attention_mask = '
-        f'"samples/attention_mask.npy" }}\ngenerate = {{ steps = {STEPS} }}\n'
-        for name in NAMES)
+        f'[[model]]\nname = "{name}"\n'
+        + EXTRA.get(name, f'factory = "models.nocache:{name}"\n')
+        + 'inputs = { input_ids = "samples/input_ids.npy", attention_mask = '
+        f'"samples/attention_mask.npy" }}\n'
+        f'generate = {{ steps = {STEPS}{GENERATE.get(name, "")} }}\n'
+        for name in (*NAMES, *EXTRA))
     repo = write_model_repo(root, ("nocache", MODELS), left_padded_prompts(10, 500),
                             "batch-sizes = [1, 4]\n" + entries)
+    text = np.random.default_rng(1).integers(3, 500, (3, 16)).astype(np.int64)
+    np.save(repo / "samples" / "text_ids.npy", text)
     done = run_cli("check", cwd=repo, out=root / "out")
     assert done.code in (0, 1), done.stdout + done.stderr
     report = (root / "out" / "report.md").read_text()
@@ -103,4 +112,27 @@ def test_a_decoder_with_no_cache_generates_by_rerunning_the_whole_prefix(
 def test_the_generation_row_says_the_loop_reran_the_whole_prefix(run: dict) -> None:
     rows = [line for line in run["report.md"].splitlines()
             if "each step re-ran the whole prefix" in line]
-    assert len(rows) == len(NAMES), run["report.md"]
+    assert len(rows) == len(NAMES) + len(EXTRA), run["report.md"]
+
+
+@pytest.mark.slow
+def test_a_variant_of_a_decoder_with_no_cache_is_decoded_and_scored_on_text(run: dict) -> None:
+    result = run["gpt1_int8"]
+    assert result["passed"], errors(result)
+    [variant] = result["variants"]
+    assert variant["skipped"] is None
+    [row] = variant["comparisons"]
+    assert row["top1_agreement"] is not None and row["top1_agreement"] > 0
+    text = variant["text"]
+    assert text["tokens"] == 3 * 15  # every position but each row's last predicts the next
+    assert np.isfinite(text["fp32_nll"]) and np.isfinite(text["nll"])
+    assert text["perplexity_ratio"] <= 1.1
+
+
+@pytest.mark.slow
+def test_a_genai_bundle_of_a_decoder_with_no_cache_is_a_bundle_error(run: dict) -> None:
+    result = run["gpt1_genai"]
+    [(code, message)] = errors(result)
+    assert code == "bundle-error"
+    assert "takes no past" in message
+    assert result["generation"]["tokens_agree"] == [STEPS] * 4  # the file's own check passed

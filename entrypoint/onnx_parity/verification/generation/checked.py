@@ -27,14 +27,14 @@ from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import Mask, compare_masked
 from onnx_parity.verification.cuts import Cut, CutRun, run_cut
 from onnx_parity.verification.generation.decoders import Decoders
-from onnx_parity.verification.generation.decoding import OnnxDecoder, StepOutput
+from onnx_parity.verification.generation.decoding import StepOutput
 from onnx_parity.verification.generation.encoder_decoding import (
     OnnxEncoderDecoder,
     start_tokens,
 )
 from onnx_parity.verification.generation.expert_routing import coverage_findings, routed_steps
 from onnx_parity.verification.generation.full_prefix import onnx_full_prefix, torch_full_prefix
-from onnx_parity.verification.generation.prefix_decoding import OnnxPrefix
+from onnx_parity.verification.generation.prefix_decoding import onnx_decoder
 from onnx_parity.verification.generation.review import Miss, mismatch_finding, token_difference
 from onnx_parity.verification.generation.thresholds import cached_loop_findings
 from onnx_parity.verification.generation.torch_steps import RecordedChunk
@@ -226,9 +226,7 @@ def _onnx_side(sides: Sides, rows: slice) -> Any:
     if decoders.encoder is not None and isinstance(encoder_session, Session):
         return OnnxEncoderDecoder(session, encoder_session, decoders.shape,
                                   decoders.encoder.rows(rows), decoders.dtype)
-    if decoders.shape.whole_prefix:
-        return OnnxPrefix(session)
-    return OnnxDecoder(session, decoders.shape, decoders.dtype)
+    return onnx_decoder(session, decoders)
 
 
 def _first(run: _Run, step: int) -> bool:

@@ -14,7 +14,13 @@ from typing import Any
 import numpy as np
 
 from onnx_parity.models import one_run, prefix_logits
-from onnx_parity.verification.generation.decoding import StepOutput, step_failure
+from onnx_parity.verification.generation.decoders import Decoders
+from onnx_parity.verification.generation.decoding import (
+    OnnxDecoder,
+    StepOutput,
+    TorchDecoder,
+    step_failure,
+)
 from onnx_parity.verification.runtime import Session, run_session
 
 
@@ -68,3 +74,18 @@ class OnnxPrefix:
                                             if name in feed})
         named = dict(zip(self.session.output_names, values, strict=True))
         return StepOutput(named["logits"], {})
+
+
+def torch_decoder(decoders: Decoders, constants: dict[str, Any]) -> TorchDecoder | TorchPrefix:
+    """A decoder's PyTorch side from its first step: its own cache, or none (whole prefix)."""
+    if decoders.shape.whole_prefix:
+        return TorchPrefix(decoders.module)
+    return TorchDecoder(decoders.module, decoders.shape, decoders.flat, constants,
+                        decoders.dtype)
+
+
+def onnx_decoder(session: Session, decoders: Decoders) -> OnnxDecoder | OnnxPrefix:
+    """A decoder file's side from its first step: its presents fed back, or the whole prefix."""
+    if decoders.shape.whole_prefix:
+        return OnnxPrefix(session)
+    return OnnxDecoder(session, decoders.shape, decoders.dtype)

@@ -16,9 +16,9 @@ import numpy as np
 
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.generation.decoders import Decoders
-from onnx_parity.verification.generation.decoding import StepOutput, TorchDecoder
+from onnx_parity.verification.generation.decoding import StepOutput
 from onnx_parity.verification.generation.encoder_decoding import TorchEncoderDecoder
-from onnx_parity.verification.generation.prefix_decoding import TorchPrefix
+from onnx_parity.verification.generation.prefix_decoding import torch_decoder
 from onnx_parity.verification.generation.vision_language.decoding import TorchPipeline
 
 
@@ -94,10 +94,7 @@ def torch_side(decoders: Decoders, spec: ModelSpec, rows: slice) -> Any:
     if decoders.encoder is not None:
         return TorchEncoderDecoder(decoders.module, decoders.shape, decoders.encoder.rows(rows),
                                    dict(spec.forward_kwargs))
-    if decoders.shape.whole_prefix:
-        return TorchPrefix(decoders.module)
-    return TorchDecoder(decoders.module, decoders.shape, decoders.flat,
-                        dict(spec.forward_kwargs), decoders.dtype)
+    return torch_decoder(decoders, dict(spec.forward_kwargs))
 
 
 def _copied(output: StepOutput) -> StepOutput:
