@@ -138,6 +138,8 @@ def test_debug_shows_no_traceback_for_an_expected_mistake(tmp_path: Path) -> Non
 # The bundled example: the README's promise, checked through the CLI
 
 
+# The whole bundled example (6 models on 2 workers, one localised): 7 s of CPU, 25 s on a shared
+# machine, so the tests reading it are `slow`, as pyproject.toml's marker says; CI runs them.
 @pytest.fixture(scope="module")
 def example_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     # A copy: importing the example's models must not leave __pycache__ in the working tree.
@@ -151,6 +153,7 @@ def _errors(model: dict) -> list[dict]:
     return [finding for finding in model["findings"] if finding["severity"] == "error"]
 
 
+@pytest.mark.slow
 def test_example_exits_1_with_exactly_the_documented_verdicts(example_run: CliRun) -> None:
     assert example_run.code == 1, example_run.stderr
     assert example_run.stderr == ""
@@ -162,12 +165,14 @@ def test_example_exits_1_with_exactly_the_documented_verdicts(example_run: CliRu
     assert example_run.report()["config"] == "onnx-parity.toml"
 
 
+@pytest.mark.slow
 def test_example_frozen_cnn_fails_on_frozen_dimension_only(example_run: CliRun) -> None:
     model = example_run.models()["small-cnn-frozen"]
     assert {f["code"] for f in _errors(model)} == {"frozen-dimension"}
     assert any('"input" axis 0' in f["message"] for f in _errors(model))
 
 
+@pytest.mark.slow
 def test_example_branchy_fails_at_the_if_line(example_run: CliRun) -> None:
     model = example_run.models()["branchy"]
     branch = [f for f in _errors(model) if f["code"] == "data-dependent-branch"]
@@ -177,12 +182,14 @@ def test_example_branchy_fails_at_the_if_line(example_run: CliRun) -> None:
     assert branch[0]["details"]["source"] == "if x.mean() > 0:"
 
 
+@pytest.mark.slow
 def test_example_torchscript_spectrum_names_the_unsupported_operator(example_run: CliRun) -> None:
     model = example_run.models()["spectrum-torchscript"]
     assert {f["code"] for f in _errors(model)} == {"unsupported-operator"}
     assert "aten::fft_rfft" in _errors(model)[0]["message"]
 
 
+@pytest.mark.slow
 def test_example_passing_models_pass_clean(example_run: CliRun) -> None:
     for name in ("small-cnn", "spectrum"):
         model = example_run.models()[name]
@@ -191,6 +198,7 @@ def test_example_passing_models_pass_clean(example_run: CliRun) -> None:
         assert {c["batch_size"] for c in model["comparisons"]} == {1, 8}
 
 
+@pytest.mark.slow
 def test_example_writes_every_output_file(example_run: CliRun) -> None:
     out = example_run.out
     assert out is not None
@@ -205,6 +213,7 @@ def test_example_writes_every_output_file(example_run: CliRun) -> None:
     assert markdown.startswith("### ❌ ONNX parity: 2 of 6 models pass (4 failing)")
 
 
+@pytest.mark.slow
 def test_example_spectral_head_diverges_first_at_the_rfft_line(example_run: CliRun) -> None:
     model = example_run.models()["spectral-head"]
     assert {f["code"] for f in _errors(model)} == {"parity-mismatch"}
@@ -222,6 +231,7 @@ def test_example_spectral_head_diverges_first_at_the_rfft_line(example_run: CliR
     assert f"spectral-head: diverges first at models/spectral.py:{line}" in example_run.stdout
 
 
+@pytest.mark.slow
 def test_example_writes_sarif_and_junit_that_validate(example_run: CliRun) -> None:
     out = example_run.out
     assert out is not None
@@ -258,6 +268,7 @@ def _masked_bars(line: str) -> str:
                      line)
 
 
+@pytest.mark.slow
 def test_example_report_is_the_documented_comment(example_run: CliRun) -> None:
     """tests/expected/seed-failures.local.md is the comment the README shows: a real run of the
     example must produce it, so an engine message cannot change and leave it stale. Refresh it
@@ -281,6 +292,7 @@ def _console_comparable(lines: list[str]) -> list[str]:
             for line in masked]
 
 
+@pytest.mark.slow
 def test_readme_console_block_is_what_the_example_prints(example_run: CliRun) -> None:
     """README.md's console block is a run of the example (`python tests/expected/regenerate.py
     --from-example` rewrites it): its rows, verdicts, findings and figures above rounding noise

@@ -45,6 +45,8 @@ dynamic-axes = { x = { 0 = "batch" } }
 MACHINE_PATH = re.compile(r"(?<![\w.])/(home|usr|tmp|opt|root|work|var)/|\.\.\./lib/|/sit\b|site-packages/[^ ]*\.\.\.")
 
 
+# Four models (a GPT-2 and an STFT through TorchScript among them) on 2 workers: 7 s of CPU,
+# 15 s on a shared machine, so the tests reading this run are `slow`; CI runs them.
 @pytest.fixture(scope="module")
 def messages_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     root = tmp_path_factory.mktemp("messages")
@@ -60,6 +62,7 @@ def _finding(run: CliRun, model: str, code: str) -> dict:
     return found[0]
 
 
+@pytest.mark.slow
 def test_torchscript_symbolic_failure_is_an_unsupported_operator_at_the_users_line(
         messages_run: CliRun) -> None:
     finding = _finding(messages_run, "stft-ts", "unsupported-operator")
@@ -75,6 +78,7 @@ def test_torchscript_symbolic_failure_is_an_unsupported_operator_at_the_users_li
     assert "[Caused by the value" in log  # the IR dump is kept, in the log
 
 
+@pytest.mark.slow
 def test_no_machine_path_reaches_the_report_cut_or_not(messages_run: CliRun) -> None:
     published = [(messages_run.folder / "report.md").read_text(encoding="utf-8"),
                  (messages_run.folder / "report.json").read_text(encoding="utf-8")]
@@ -83,6 +87,7 @@ def test_no_machine_path_reaches_the_report_cut_or_not(messages_run: CliRun) -> 
         assert not MACHINE_PATH.search(text), MACHINE_PATH.search(text)
 
 
+@pytest.mark.slow
 def test_a_tracer_warning_inside_an_installed_package_says_whose_code_it_is(
         messages_run: CliRun) -> None:
     warnings = [f for f in messages_run.models()["gpt2-ts"]["findings"]
@@ -101,6 +106,7 @@ def test_a_tracer_warning_inside_an_installed_package_says_whose_code_it_is(
     assert messages_run.models()["gpt2-ts"]["comparisons"]
 
 
+@pytest.mark.slow
 def test_frozen_view_names_the_line_says_once_why_batch_2_was_tried(messages_run: CliRun) -> None:
     finding = _finding(messages_run, "view", "frozen-dimension")
     assert finding["message"].count("declared dynamic, but") == 1
@@ -110,12 +116,14 @@ def test_frozen_view_names_the_line_says_once_why_batch_2_was_tried(messages_run
     assert finding["details"]["source"] == "return self.fc(x.view(1, -1))"
 
 
+@pytest.mark.slow
 def test_a_dropout_with_p_0_is_no_training_mode_note(messages_run: CliRun) -> None:
     model = messages_run.models()["dropout-zero"]
     assert model["passed"]
     assert "training-mode" not in [f["code"] for f in model["findings"]]
 
 
+@pytest.mark.slow
 def test_the_table_shows_how_close_each_model_came_to_its_tolerance(messages_run: CliRun) -> None:
     markdown = (messages_run.folder / "report.md").read_text(encoding="utf-8")
     assert "| Max abs diff (share of tolerance) | Shapes |" in markdown

@@ -171,6 +171,8 @@ min-sqnr-db = 25
 """
 
 
+# Two models and four quantised variants calibrated and checked through the CLI: 5 s of CPU,
+# 8 to 20 s on a shared machine, so the tests reading this run are `slow`; CI runs them.
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     root = tmp_path_factory.mktemp("variants")
@@ -183,6 +185,7 @@ def cli_run(tmp_path_factory: pytest.TempPathFactory) -> CliRun:
     return run_cli("check", "--repo", str(repo), cwd=root, out=root / "out")
 
 
+@pytest.mark.slow
 def test_cli_writes_each_variant_and_its_record(cli_run: CliRun) -> None:
     assert cli_run.code == 1, cli_run.stderr  # the outlier model fails on purpose
     models = cli_run.models()
@@ -210,6 +213,7 @@ def test_cli_writes_each_variant_and_its_record(cli_run: CliRun) -> None:
         "passed"] is False
 
 
+@pytest.mark.slow
 def test_the_comment_shows_the_deployment_variants_table(cli_run: CliRun) -> None:
     markdown = (cli_run.folder / "report.md").read_text(encoding="utf-8")
     table = markdown[markdown.index("#### Deployment variants"):]
@@ -221,6 +225,7 @@ def test_the_comment_shows_the_deployment_variants_table(cli_run: CliRun) -> Non
     assert "x = torch.relu(self.mix(x))" in section  # the source line, shown in the comment
 
 
+@pytest.mark.slow
 def test_report_json_round_trips_the_variants(cli_run: CliRun) -> None:
     run = run_from_json(cli_run.report())
     again = render_markdown(run)
