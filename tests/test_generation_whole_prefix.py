@@ -3,7 +3,9 @@ XLM (its own `cache` dict), XLNet (`mems`), through the real CLI. Each step runs
 prefix again on both sides; the file takes the prefix and returns logits only.
 
 One repository holds every model (tiny seeded configs: hidden 64, 2 layers, vocabulary 500) and
-one `onnx-parity check` runs them all; each test reads its model's record.
+one `onnx-parity check` runs them all; each test reads its model's record. A planted GPT-1 whose
+exported head is off must fail at step 0 with its repro folder. Reformer reaches the export and
+does not export (docs/generation.md), so it is not here.
 """
 
 from __future__ import annotations
@@ -41,11 +43,31 @@ def xlnet():
     torch.manual_seed(0)
     return T.XLNetLMHeadModel(T.XLNetConfig(
         vocab_size=500, d_model=64, n_layer=2, n_head=4, d_inner=128)).eval()
+
+
+class OffHead(torch.nn.Linear):
+    """Right in PyTorch; in an exported graph its logits are 1e-2 off."""
+
+    def forward(self, x):
+        out = super().forward(x)
+        if torch.compiler.is_compiling() or torch.jit.is_tracing():
+            out = out + 1e-2
+        return out
+
+
+def gpt1_off():
+    model = gpt1()
+    head = OffHead(64, 500, bias=False)
+    head.weight = model.lm_head.weight
+    model.lm_head = head
+    return model
 '''
 
 NAMES = ("gpt1", "xlm", "xlnet")
-# Beside them: GPT-1 with an int8 variant scored on text, and GPT-1 asking for a genai bundle.
-EXTRA = {"gpt1_int8": ('factory = "models.nocache:gpt1"\nvariants = ["int8-dynamic"]\n'
+# Beside them: GPT-1 with an int8 variant scored on text, GPT-1 asking for a genai bundle, and
+# a GPT-1 whose exported head is off.
+EXTRA = {"gpt1_off": 'factory = "models.nocache:gpt1_off"\n',
+         "gpt1_int8": ('factory = "models.nocache:gpt1"\nvariants = ["int8-dynamic"]\n'
                        'eval-tokens = "samples/text_ids.npy"\n'),
          "gpt1_genai": 'factory = "models.nocache:gpt1"\n'}
 GENERATE = {"gpt1_genai": ', bundle = ["onnxruntime-genai"]'}
@@ -116,16 +138,33 @@ def test_the_generation_row_says_the_loop_reran_the_whole_prefix(run: dict) -> N
 
 
 @pytest.mark.slow
+def test_a_whole_prefix_step_outside_the_tolerance_fails_with_its_repro_folder(
+        run: dict) -> None:
+    result = run["gpt1_off"]
+    [(code, message)] = errors(result)
+    assert code == "parity-mismatch"
+    assert message.startswith("generation step 0 (past length 0)")
+    step = result["repro"]["step"]
+    assert (step["step"], step["past_length"]) == (0, 0)
+    assert step["inputs"] == ["input_ids", "attention_mask"]
+    assert step["reproduces"] is True
+    assert step["max_abs_diff"] == pytest.approx(1e-2, rel=1e-3)
+    assert (run["out"] / "gpt1_off.repro").is_dir()
+
+
+@pytest.mark.slow
 def test_a_variant_of_a_decoder_with_no_cache_is_decoded_and_scored_on_text(run: dict) -> None:
     result = run["gpt1_int8"]
     assert result["passed"], errors(result)
     [variant] = result["variants"]
     assert variant["skipped"] is None
     [row] = variant["comparisons"]
-    assert row["top1_agreement"] is not None and row["top1_agreement"] > 0
+    assert row["top1_agreement"] is not None
+    assert row["top1_agreement"] > 0
     text = variant["text"]
     assert text["tokens"] == 3 * 15  # every position but each row's last predicts the next
-    assert np.isfinite(text["fp32_nll"]) and np.isfinite(text["nll"])
+    assert np.isfinite(text["fp32_nll"])
+    assert np.isfinite(text["nll"])
     assert text["perplexity_ratio"] <= 1.1
 
 
