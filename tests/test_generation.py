@@ -7,6 +7,7 @@ with a left-padded batch of 4 prompts, and runs the real CLI.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -703,6 +704,11 @@ def test_the_generation_record_reads_back_from_report_json() -> None:
     assert first is not None
     assert first["onnx_token"] == 5
     assert model_from_json(json.loads(json.dumps(record))).generation == generation
+    assert "whole_prefix" not in record["generation"]  # written only for a decoder with no cache
+    rerun = dataclasses.replace(generation, whole_prefix=True)
+    again = model_to_json(dataclasses.replace(model, generation=rerun))
+    assert again["generation"]["whole_prefix"] is True
+    assert model_from_json(json.loads(json.dumps(again))).generation == rerun
     plain = model_to_json(ModelResult(name="m", exporter=None, requested_opset=18, opset=None,
                                       atol=1e-5, rtol=1e-3, batch_sizes=(1,), findings=()))
     assert "generation" not in plain

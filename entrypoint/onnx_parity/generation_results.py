@@ -168,6 +168,7 @@ class GenerationResult:
     pipeline: PipelineChecks | None = None  # a vision-language model's three files
     full_prefix: FullPrefix | None = None  # the cached loop against the model's full forward
     experts: ExpertsCheck | None = None  # a mixture-of-experts decoder's
+    whole_prefix: bool = False  # forward takes no cache: every step re-ran the whole prefix
 
     @property
     def agreed(self) -> int:

@@ -64,6 +64,10 @@ def _documents(runtime: str, module: Any, spec: ModelSpec,
             raise BundleError("optimum's ORTModelForCausalLM loads a decoder alone; a "
                               "vision-language model's pipeline has no optimum bundle")
         return optimum_documents(module)
+    if not any(name.startswith("past") for name in names[0]):
+        raise BundleError("the decoder file takes no past (its model's forward takes no cache, "
+                          "so every step runs the whole prefix) and onnxruntime-genai's loop "
+                          "feeds the presents back as one")
     document = genai_config(module, spec.transformers, names,
                             scratch / f"{spec.name}.genai-builder", embeds=parts is not None)
     if parts is None:

@@ -22,6 +22,7 @@ from .generating.moe import (
 from .generating.registry import cache_shape, decoder_module, step_samples, step_spec
 from .generating.state_cache import cache_presents
 from .generating.thresholds import PositionLimits, Threshold, position_limits
+from .generating.whole_prefix import prefix_logits
 from .load_errors import LoadError, load_finding
 from .module_state import one_run
 from .offload import OffloadedWeights
@@ -110,6 +111,7 @@ __all__ = [
     "missing_release_note",
     "one_run",
     "position_limits",
+    "prefix_logits",
     "probe_model",
     "recorded_routing",
     "resize",

@@ -18,7 +18,7 @@ import numpy as np
 from onnx_parity.generation_results import TextScore
 from onnx_parity.models import EvalTokens
 from onnx_parity.settings import ModelSpec
-from onnx_parity.verification import Decoders, OnnxDecoder, Session, TorchDecoder
+from onnx_parity.verification import Decoders, Session, onnx_decoder, torch_decoder
 
 
 @dataclass(frozen=True)
@@ -42,8 +42,7 @@ def reference_score(decoders: Decoders, text: EvalTokens, spec: ModelSpec) -> Te
     """PyTorch fp32's scores, in passes of the largest batch size (a ReferenceFailure when its
     forward fails, as in decoding)."""
     chunk, constants = max(spec.batch_sizes), dict(spec.forward_kwargs)
-    logits = [TorchDecoder(decoders.module, decoders.shape, decoders.flat, constants,
-                           decoders.dtype).step(ids, mask).logits
+    logits = [torch_decoder(decoders, constants).step(ids, mask).logits
               for ids, mask in _chunks(text, chunk)]
     return TextReference(text, _scored(logits, text, chunk), chunk)
 
@@ -51,7 +50,7 @@ def reference_score(decoders: Decoders, text: EvalTokens, spec: ModelSpec) -> Te
 def variant_score(reference: TextReference, session: Session, decoders: Decoders) -> TextScore:
     """The variant's decoder file (opened as `session`) against PyTorch fp32 on the text."""
     text = reference.text
-    logits = [OnnxDecoder(session, decoders.shape, decoders.dtype).step(ids, mask).logits
+    logits = [onnx_decoder(session, decoders).step(ids, mask).logits
               for ids, mask in _chunks(text, reference.chunk)]
     ours, fp32 = _scored(logits, text, reference.chunk), reference.fp32
     return TextScore(text.file, len(text.ids), int(fp32.nll.size), float(np.mean(fp32.nll)),

@@ -9,6 +9,7 @@ from .generation.decoders import Decoders
 from .generation.decoding import OnnxDecoder, TorchDecoder
 from .generation.encoder_decoding import EncoderSide
 from .generation.genai_runtime import check_runtime
+from .generation.prefix_decoding import onnx_decoder, torch_decoder
 from .generation.step_repro import StepCase, not_localised, step_repro
 from .generation.threshold_past import PastSide
 from .generation.thresholds import ThresholdCheck, check_thresholds
@@ -65,6 +66,7 @@ __all__ = [
     "localise",
     "nonfinite_mismatch",
     "not_localised",
+    "onnx_decoder",
     "open_pipeline",
     "open_session",
     "ort_feed",
@@ -74,6 +76,7 @@ __all__ = [
     "run_session",
     "sample_notes",
     "step_repro",
+    "torch_decoder",
     "variant_nonfinite",
     "verify_model",
 ]

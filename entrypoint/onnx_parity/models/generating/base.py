@@ -46,6 +46,8 @@ class CacheShape:
     attention: tuple[int, ...] | None = None
     states: tuple[StateSlot, ...] = ()
     cache_argument: str = "past_key_values"
+    # forward takes no cache: no past, each step runs the whole prefix (whole_prefix.py)
+    whole_prefix: bool = False
 
     def names(self, prefix: str) -> tuple[str, ...]:
         """The cache's tensors layer by layer, `prefix` "past_key_values" or "present": keys

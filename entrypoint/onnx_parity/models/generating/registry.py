@@ -18,13 +18,14 @@ from onnx_parity.models.generating import (
     lfm2,
     mamba2,
     mamba_hybrid,
+    whole_prefix,
 )
 from onnx_parity.models.generating.base import CacheShape, DecoderFamily
 from onnx_parity.settings import ModelSpec
 
 FAMILIES: tuple[DecoderFamily, ...] = (
     encoder_decoder.FAMILY, flat_cache.FAMILY, lfm2.FAMILY, gated_delta.FAMILY,
-    mamba_hybrid.FAMILY, mamba2.FAMILY, dense.FAMILY)
+    mamba_hybrid.FAMILY, mamba2.FAMILY, whole_prefix.FAMILY, dense.FAMILY)
 
 
 def decoder_family(module: Any, spec: ModelSpec) -> DecoderFamily:

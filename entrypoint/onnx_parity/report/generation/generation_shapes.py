@@ -35,6 +35,7 @@ class GenerationJson(TypedDict):  # generation_results.GenerationResult
     full_prefix: NotRequired[FullPrefixJson]
     experts: NotRequired[ExpertsJson]  # a mixture-of-experts decoder's implementations
     routing: NotRequired[list[ExpertLayerJson]]  # and PyTorch's routing, per layer
+    whole_prefix: NotRequired[bool]  # true: forward takes no cache, every step re-ran the prefix
 
 
 class ExpertsJson(TypedDict):  # generation_results.ExpertsCheck, its routing apart

@@ -27,13 +27,14 @@ from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.compare import Mask, compare_masked
 from onnx_parity.verification.cuts import Cut, CutRun, run_cut
 from onnx_parity.verification.generation.decoders import Decoders
-from onnx_parity.verification.generation.decoding import OnnxDecoder, StepOutput
+from onnx_parity.verification.generation.decoding import StepOutput
 from onnx_parity.verification.generation.encoder_decoding import (
     OnnxEncoderDecoder,
     start_tokens,
 )
 from onnx_parity.verification.generation.expert_routing import coverage_findings, routed_steps
 from onnx_parity.verification.generation.full_prefix import onnx_full_prefix, torch_full_prefix
+from onnx_parity.verification.generation.prefix_decoding import onnx_decoder
 from onnx_parity.verification.generation.review import Miss, mismatch_finding, token_difference
 from onnx_parity.verification.generation.thresholds import cached_loop_findings
 from onnx_parity.verification.generation.torch_steps import RecordedChunk
@@ -111,8 +112,9 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     if decoders.weights is not None:
         decoders.weights.restore()
     chunks, experts = routed_steps(decoders, (ids, mask), spec)  # a MoE's routing recorded
+    # A decoder with no cache has no cached loop: its every step is the full forward already.
     full = (torch_full_prefix(decoders, chunks, dict(spec.forward_kwargs), limits)
-            if limits is not None else None)
+            if limits is not None and not decoders.shape.whole_prefix else None)
     if decoders.weights is not None:
         released = decoders.weights.release()
         print(f"--- PyTorch's {len(chunks)} chunk(s) decoded: {released / 2**20:.0f} MiB of its "
@@ -145,7 +147,7 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     findings += coverage_findings(experts)
     result = GenerationResult(run.steps, len(ids), tuple(run.agree), difference,
                               tuple(run.drift), forced, full_prefix=prefix,
-                              experts=experts)
+                              experts=experts, whole_prefix=decoders.shape.whole_prefix)
     return Generated(result, findings, run.comparisons, run.failing, session)
 
 
@@ -215,7 +217,8 @@ def _replay(sides: Sides, chunk: RecordedChunk, run: _Run) -> None:
 
 
 def _onnx_side(sides: Sides, rows: slice) -> Any:
-    """onnxruntime with an empty cache (an encoder-decoder's: on the prompts' `rows`)."""
+    """onnxruntime with an empty cache (an encoder-decoder's: on the prompts' `rows`), or a
+    decoder with no cache over its whole prefix."""
     decoders, session, encoder_session = sides
     if decoders.pipeline is not None and isinstance(encoder_session, PipelineSessions):
         return OnnxPipeline(session, encoder_session, decoders.pipeline, decoders.module, rows,
@@ -223,7 +226,7 @@ def _onnx_side(sides: Sides, rows: slice) -> Any:
     if decoders.encoder is not None and isinstance(encoder_session, Session):
         return OnnxEncoderDecoder(session, encoder_session, decoders.shape,
                                   decoders.encoder.rows(rows), decoders.dtype)
-    return OnnxDecoder(session, decoders.shape, decoders.dtype)
+    return onnx_decoder(session, decoders)
 
 
 def _first(run: _Run, step: int) -> bool:

@@ -101,8 +101,10 @@ def check_thresholds(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
                      limits: PositionLimits, session: Session | None) -> ThresholdsChecked:
     """A decoder-only model's thresholds crossed on its first batch of prompts (the largest
     configured batch size), in the session the generation check ran (None: the file did not
-    run, which the generation check's findings say; nothing is crossed)."""
-    if decoders.encoder is not None or not limits.thresholds or session is None:
+    run, which the generation check's findings say; nothing is crossed). A decoder with no
+    cache has no cached loop to cross them with: its every step is the whole prefix."""
+    if (decoders.encoder is not None or decoders.shape.whole_prefix or not limits.thresholds
+            or session is None):
         return ThresholdsChecked()
     size = max(spec.batch_sizes)
     rows = tuple(np.asarray(prompts[name])[:size].astype(np.int64)

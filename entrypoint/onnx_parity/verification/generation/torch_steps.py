@@ -16,8 +16,9 @@ import numpy as np
 
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification.generation.decoders import Decoders
-from onnx_parity.verification.generation.decoding import StepOutput, TorchDecoder
+from onnx_parity.verification.generation.decoding import StepOutput
 from onnx_parity.verification.generation.encoder_decoding import TorchEncoderDecoder
+from onnx_parity.verification.generation.prefix_decoding import torch_decoder
 from onnx_parity.verification.generation.vision_language.decoding import TorchPipeline
 
 
@@ -87,14 +88,13 @@ def _decoded(decoders: Decoders, prompt: tuple[np.ndarray, np.ndarray], rows: sl
 
 def torch_side(decoders: Decoders, spec: ModelSpec, rows: slice) -> Any:
     """PyTorch with an empty cache (an encoder-decoder's or a vision-language model's: on the
-    prompts' `rows`)."""
+    prompts' `rows`), or a decoder with no cache over its whole prefix."""
     if decoders.pipeline is not None:
         return TorchPipeline(decoders.module, decoders.pipeline, rows)
     if decoders.encoder is not None:
         return TorchEncoderDecoder(decoders.module, decoders.shape, decoders.encoder.rows(rows),
                                    dict(spec.forward_kwargs))
-    return TorchDecoder(decoders.module, decoders.shape, decoders.flat,
-                        dict(spec.forward_kwargs), decoders.dtype)
+    return torch_decoder(decoders, dict(spec.forward_kwargs))
 
 
 def _copied(output: StepOutput) -> StepOutput:
