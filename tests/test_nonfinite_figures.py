@@ -140,3 +140,19 @@ def _parts(hint: object) -> list[object]:
     if not args:
         return [hint]
     return [part for arg in args for part in _parts(arg)]
+
+
+def test_a_threshold_step_judges_nan_and_inf_by_the_comparisons_rule() -> None:
+    """Row 0: the same -inf on both sides (a masked token) passes with difference 0; row 1:
+    onnxruntime NaN where PyTorch is finite fails with an infinite difference (a plain
+    subtraction made both NaN, and NaN > atol is False: row 1 passed)."""
+    import numpy as np
+
+    from onnx_parity.verification.generation.thresholds import _compared
+
+    expected = np.array([[1.0, -INF, 0.5], [1.0, 2.0, 0.5]], dtype=np.float32)
+    actual = np.array([[1.0, -INF, 0.5], [1.0, 2.0, NAN]], dtype=np.float32)
+    step = _compared(7, expected, actual, (1e-5, 1e-4))
+    assert step.differing_rows == (1,)
+    assert step.max_logit_diff == INF
+    assert _compared(7, expected[:1], actual[:1], (1e-5, 1e-4)).max_logit_diff == 0.0
