@@ -14,8 +14,10 @@ from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import (
     FileCheck,
+    FullPrefix,
     GenerationResult,
     PipelineChecks,
+    PrefixLength,
     TextScore,
     ThresholdRun,
     ThresholdStep,
@@ -48,7 +50,8 @@ def nonfinite_generation() -> GenerationResult:
         thresholds=(ThresholdRun("sliding_window", 4, (), (ThresholdStep(3, INF, 1, 2, (0,)),),
                                  built="presents"),),
         pipeline=PipelineChecks("qwen2-vl", ("m.vision.onnx",),
-                                (FileCheck("vision", "1x4x6", (4, 8), -INF, False),)))
+                                (FileCheck("vision", "1x4x6", (4, 8), -INF, False),)),
+        full_prefix=FullPrefix((PrefixLength(9, None, INF, NAN, 1, 2, (0,)),)))
 
 
 def nonfinite_model(model: ModelResult) -> ModelResult:
@@ -75,6 +78,8 @@ def test_every_nonfinite_figure_is_strict_json_text_and_reads_back_as_that_float
     assert generation["first_token_difference"]["margin"] == "nan"
     assert generation["thresholds"][0]["steps"][0]["max_logit_diff"] == "inf"
     assert generation["pipeline"]["checks"][0]["max_abs_diff"] == "-inf"
+    assert generation["full_prefix"]["max_logit_diff"] == "inf"
+    assert generation["full_prefix"]["compared"][0]["cached_diff"] == "nan"
     assert record["variants"][0]["text"]["perplexity"] == "inf"
     assert record["variants"][0]["text"]["perplexity_ratio"] == "nan"
     assert record["findings"][-1]["details"]["margin"] == "nan"
@@ -87,6 +92,8 @@ def test_every_nonfinite_figure_is_strict_json_text_and_reads_back_as_that_float
     assert math.isnan(read.generation.max_logit_diff[2])
     assert math.isnan(read.generation.first_token_difference.margin)
     assert read.generation.thresholds[0].steps[0].max_logit_diff == INF
+    assert read.generation.full_prefix is not None
+    assert math.isnan(read.generation.full_prefix.lengths[0].cached_diff)
     assert read.variants[0].text is not None
     assert read.variants[0].text.nll == INF
     assert math.isnan(read.findings[-1].details["margin"])
@@ -156,3 +163,18 @@ def test_a_threshold_step_judges_nan_and_inf_by_the_comparisons_rule() -> None:
     assert step.differing_rows == (1,)
     assert step.max_logit_diff == INF
     assert _compared(7, expected[:1], actual[:1], (1e-5, 1e-4)).max_logit_diff == 0.0
+
+
+def test_the_full_prefix_comparison_judges_nan_and_inf_by_the_comparisons_rule() -> None:
+    """As the threshold steps: the same -inf on both sides is no difference, onnxruntime's NaN
+    where the full forward is finite fails."""
+    import numpy as np
+
+    from onnx_parity.verification.generation.full_prefix import _outside
+
+    expected = np.array([[1.0, -INF, 0.5], [1.0, 2.0, 0.5]])
+    actual = np.array([[1.0, -INF, 0.5], [1.0, 2.0, NAN]])
+    outside, worst = _outside(actual, expected, (1e-5, 1e-4))
+    assert outside.tolist() == [False, True]
+    assert worst == INF
+    assert _outside(actual[:1], expected[:1], (1e-5, 1e-4))[1] == 0.0
