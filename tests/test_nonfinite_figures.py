@@ -10,6 +10,7 @@ import math
 import typing
 from pathlib import Path
 
+from onnx_parity.detection_results import Detection, DetectionImage, MatchedPair, Unmatched
 from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import Finding
 from onnx_parity.generation_results import (
@@ -59,8 +60,12 @@ def nonfinite_model(model: ModelResult) -> ModelResult:
         "step": 1, "logit_diff": INF, "margin": NAN, "max_abs_diff": -INF})
     variant = VariantResult("int8-dynamic", 1000, size_bytes=400, text=TextScore(
         "eval.npy", 2, 10, fp32_nll=NAN, nll=INF, top1_agreement=NAN))
+    box = Detection((0.0, NAN, 4.0, INF), NAN, 1)
+    image = DetectionImage(1, 0, (3, 8, 8), {}, 1, 2, 1, MatchedPair(box, box, NAN, INF, NAN),
+                           (Unmatched("onnxruntime", box, None),), min_iou=NAN,
+                           max_box_diff=INF)
     return dataclasses.replace(model, generation=nonfinite_generation(), variants=(variant,),
-                               findings=(*model.findings, finding))
+                               findings=(*model.findings, finding), detections=(image,))
 
 
 def nonfinite_run() -> RunResult:
@@ -83,6 +88,8 @@ def test_every_nonfinite_figure_is_strict_json_text_and_reads_back_as_that_float
     assert record["variants"][0]["text"]["perplexity"] == "inf"
     assert record["variants"][0]["text"]["perplexity_ratio"] == "nan"
     assert record["findings"][-1]["details"]["margin"] == "nan"
+    assert record["detections"][0]["worst"]["torch"]["box"] == [0.0, "nan", 4.0, "inf"]
+    assert record["detections"][0]["min_iou"] == "nan"
 
     again = run_from_json(json.loads(text))
     assert json.dumps(run_to_json(again), indent=2, allow_nan=False) == text
@@ -97,6 +104,7 @@ def test_every_nonfinite_figure_is_strict_json_text_and_reads_back_as_that_float
     assert read.variants[0].text is not None
     assert read.variants[0].text.nll == INF
     assert math.isnan(read.findings[-1].details["margin"])
+    assert read.detections[0].max_box_diff == INF
 
 
 def test_every_renderer_shows_the_nonfinite_figures() -> None:
