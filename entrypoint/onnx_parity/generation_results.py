@@ -239,13 +239,21 @@ class TextScore:
 
     @property
     def fp32_perplexity(self) -> float:
-        return math.exp(self.fp32_nll)
+        return _exp(self.fp32_nll)
 
     @property
     def perplexity(self) -> float:
-        return math.exp(self.nll)
+        return _exp(self.nll)
 
     @property
     def ratio(self) -> float:
         """The variant's perplexity over fp32's."""
-        return math.exp(self.nll - self.fp32_nll)
+        return _exp(self.nll - self.fp32_nll)
+
+
+def _exp(value: float) -> float:
+    """math.exp, infinite past float's range (a broken variant's NLL) rather than raising."""
+    try:
+        return math.exp(value)
+    except OverflowError:
+        return math.inf

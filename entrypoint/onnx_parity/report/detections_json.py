@@ -4,7 +4,7 @@ of every run: counts, the matched pairs' worst figures, and the detections one s
 
 from __future__ import annotations
 
-from typing import TypedDict
+from typing import TypeAlias, TypedDict
 
 from onnx_parity.detection_results import (
     Detection,
@@ -12,11 +12,20 @@ from onnx_parity.detection_results import (
     MatchedPair,
     Unmatched,
 )
+from onnx_parity.report.json_figures import (
+    figure_from_json,
+    figure_to_json,
+    number_from_json,
+    number_to_json,
+)
+
+# A measured figure as json_figures writes it: a detector's NaN box or score is "nan".
+Measured: TypeAlias = float | str
 
 
 class DetectionJson(TypedDict):
-    box: list[float]  # x1, y1, x2, y2
-    score: float
+    box: list[Measured]  # x1, y1, x2, y2
+    score: Measured
     label: int | None
 
 
@@ -29,9 +38,9 @@ class UnmatchedJson(TypedDict):
 class PairJson(TypedDict):
     torch: DetectionJson
     onnx: DetectionJson
-    iou: float
-    score_diff: float
-    box_diff: float
+    iou: Measured
+    score_diff: Measured
+    box_diff: Measured
 
 
 class DetectionImageJson(TypedDict):
@@ -46,9 +55,9 @@ class DetectionImageJson(TypedDict):
     onnx_only: int
     near_threshold: int  # of the unmatched, those a near-tie explains
     outside: int  # matched pairs outside box-atol or the scores' tolerance
-    min_iou: float | None
-    max_box_diff: float | None
-    max_score_diff: float | None
+    min_iou: Measured | None
+    max_box_diff: Measured | None
+    max_score_diff: Measured | None
     passed: bool
     worst: PairJson | None  # the matched pair of lowest IoU (or the worst outside)
     unmatched: list[UnmatchedJson]
@@ -64,20 +73,23 @@ def _image(image: DetectionImage) -> DetectionImageJson:
             "onnx_count": image.onnx_count, "matched": image.matched,
             "torch_only": image.only("PyTorch"), "onnx_only": image.only("onnxruntime"),
             "near_threshold": image.near_threshold, "outside": image.outside,
-            "min_iou": image.min_iou, "max_box_diff": image.max_box_diff,
-            "max_score_diff": image.max_score_diff, "passed": image.passed,
+            "min_iou": number_to_json(image.min_iou),
+            "max_box_diff": number_to_json(image.max_box_diff),
+            "max_score_diff": number_to_json(image.max_score_diff), "passed": image.passed,
             "worst": _pair(image.worst) if image.worst else None,
             "unmatched": [{"side": u.side, "detection": _detection(u.detection),
                            "reason": u.reason} for u in image.unmatched]}
 
 
 def _detection(detection: Detection) -> DetectionJson:
-    return {"box": list(detection.box), "score": detection.score, "label": detection.label}
+    return {"box": [figure_to_json(x) for x in detection.box],
+            "score": figure_to_json(detection.score), "label": detection.label}
 
 
 def _pair(pair: MatchedPair) -> PairJson:
-    return {"torch": _detection(pair.torch), "onnx": _detection(pair.onnx), "iou": pair.iou,
-            "score_diff": pair.score_diff, "box_diff": pair.box_diff}
+    return {"torch": _detection(pair.torch), "onnx": _detection(pair.onnx),
+            "iou": figure_to_json(pair.iou), "score_diff": figure_to_json(pair.score_diff),
+            "box_diff": figure_to_json(pair.box_diff)}
 
 
 def detections_from_json(data: list[DetectionImageJson]) -> tuple[DetectionImage, ...]:
@@ -88,18 +100,20 @@ def detections_from_json(data: list[DetectionImageJson]) -> tuple[DetectionImage
         worst=_pair_from(item["worst"]) if item["worst"] else None,
         unmatched=tuple(Unmatched(u["side"], _detection_from(u["detection"]), u["reason"])
                         for u in item["unmatched"]),
-        outside=item["outside"], min_iou=item["min_iou"], max_box_diff=item["max_box_diff"],
-        max_score_diff=item["max_score_diff"]) for item in data)
+        outside=item["outside"], min_iou=number_from_json(item["min_iou"]),
+        max_box_diff=number_from_json(item["max_box_diff"]),
+        max_score_diff=number_from_json(item["max_score_diff"])) for item in data)
 
 
 def _detection_from(data: DetectionJson) -> Detection:
-    x1, y1, x2, y2 = data["box"]
-    return Detection((x1, y1, x2, y2), data["score"], data["label"])
+    x1, y1, x2, y2 = (figure_from_json(x) for x in data["box"])
+    return Detection((x1, y1, x2, y2), figure_from_json(data["score"]), data["label"])
 
 
 def _pair_from(data: PairJson) -> MatchedPair:
     return MatchedPair(_detection_from(data["torch"]), _detection_from(data["onnx"]),
-                       data["iou"], data["score_diff"], data["box_diff"])
+                       figure_from_json(data["iou"]), figure_from_json(data["score_diff"]),
+                       figure_from_json(data["box_diff"]))
 
 
 def detections_row(images: tuple[DetectionImage, ...]) -> str | None:

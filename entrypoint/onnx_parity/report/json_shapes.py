@@ -12,9 +12,8 @@ from typing import NotRequired, TypeAlias, TypedDict
 from onnx_parity.findings import Code
 from onnx_parity.report.detections_json import DetectionImageJson
 from onnx_parity.report.generation.generation_shapes import GenerationJson, TextScoreJson
+from onnx_parity.report.json_figures import Figure
 
-# Strict JSON has no Infinity or NaN: a figure that is one is written as "inf", "-inf", "nan".
-Figure: TypeAlias = float | str | None
 Shapes: TypeAlias = dict[str, list[int]]  # input -> its shape
 JsonValue: TypeAlias = "dict[str, JsonValue] | list[JsonValue] | str | int | float | bool | None"
 

@@ -1,27 +1,29 @@
 """The values every JSON file of the run holds, written and read back.
 
-Any result dataclass is written field by field in its order (`encode`); a figure that can be
-infinite (NaN against a number) as the text "inf", "-inf" or "nan", since strict JSON has no
-Infinity; and a finding, the part of every file a reader acts on, with its code checked
-against the vocabulary and its details' figures made floats again when read.
+Any result dataclass is written field by field in its order (`encode`); every figure that is
+not a finite number (NaN against a number, an overflow, a model's own NaN) as the text "inf",
+"-inf" or "nan", since strict JSON has neither (json_figures.py, which each hand-written
+record calls too); and a finding, the part of every file a reader acts on, with its code
+checked against the vocabulary and its details' figures made floats again when read.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 from enum import Enum
 from typing import cast
 
 from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import CATALOGUE, Finding, Severity, parse_code
-from onnx_parity.report.json_shapes import Figure, FindingJson, JsonValue, Shapes
+from onnx_parity.report.json_figures import number_from_json, number_to_json
+from onnx_parity.report.json_shapes import FindingJson, JsonValue, Shapes
 
 # The keys of a finding's details whose figures may be infinite (FindingDetails and the typed
 # dicts inside it): read back as floats, as the finding had them.
 DETAIL_FIGURES = frozenset({"max_abs_diff", "max_rel_diff", "inputs_max_abs_diff",
                             "disabled_max_abs_diff", "smallest_passing_atol", "largest",
-                            "value", "sqnr_db"})
+                            "value", "sqnr_db", "perplexity", "fp32_perplexity",
+                            "top1_agreement", "logit_diff", "margin"})
 
 
 def encode(value: object) -> JsonValue:
@@ -39,16 +41,6 @@ def encode(value: object) -> JsonValue:
     if value is None or isinstance(value, (str, int)):
         return value
     raise TypeError(f"{type(value).__name__} cannot be written as JSON: {value!r}")
-
-
-def number_to_json(value: float | None) -> Figure:
-    if value is None or math.isfinite(value):
-        return value
-    return str(value)
-
-
-def number_from_json(value: Figure) -> float | None:
-    return float(value) if isinstance(value, str) else value
 
 
 def shapes_from_json(data: Shapes) -> dict[str, tuple[int, ...]]:

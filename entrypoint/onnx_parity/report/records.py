@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from onnx_parity import __version__
 from onnx_parity.findings import Severity
+from onnx_parity.report.json_figures import number_to_json
 from onnx_parity.report.json_shapes import DivergenceRecord, ParityRecord, VariantRecord
-from onnx_parity.report.json_values import finding_to_json, number_to_json
+from onnx_parity.report.json_values import finding_to_json
 from onnx_parity.report.lengths_json import axis_sizes_to_json
 from onnx_parity.report.serialization import (
     RULE,

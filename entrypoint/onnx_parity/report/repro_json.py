@@ -6,9 +6,9 @@ import dataclasses
 from typing import cast
 
 from onnx_parity.generation_results import StepRepro
+from onnx_parity.report.json_figures import number_from_json as _number
 from onnx_parity.report.json_shapes import ReproJson, StepReproJson
 from onnx_parity.report.json_values import encode
-from onnx_parity.report.json_values import number_from_json as _number
 from onnx_parity.results import ModelResult, Repro
 
 

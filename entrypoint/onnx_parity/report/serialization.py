@@ -1,8 +1,8 @@
 """Results as JSON and back: report.json and `<name>.parity.json`, the one place they are written.
 
 `comment` re-renders the markdown from report.json alone, so the file round-trips all it shows.
-Infinite figures are "inf", "-inf" or "nan" (json_values.py); the shapes are json_shapes.py's
-typed dicts, and a report.json without its shape is a ReportFormatError."""
+Figures that are not finite are "inf", "-inf" or "nan" (json_figures.py); the shapes are
+json_shapes.py's typed dicts, and a report.json without its shape is a ReportFormatError."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from onnx_parity.report.generation.generation_json import (
     text_from_json,
     text_to_json,
 )
+from onnx_parity.report.json_figures import number_from_json as _number
+from onnx_parity.report.json_figures import number_to_json
 from onnx_parity.report.json_shapes import (
     AttemptJson,
     BaseFiguresJson,
@@ -35,13 +37,7 @@ from onnx_parity.report.json_shapes import (
     VariantFiguresJson,
     VariantJson,
 )
-from onnx_parity.report.json_values import (
-    encode,
-    finding_from_json,
-    finding_to_json,
-    number_to_json,
-)
-from onnx_parity.report.json_values import number_from_json as _number
+from onnx_parity.report.json_values import encode, finding_from_json, finding_to_json
 from onnx_parity.report.json_values import shapes_from_json as _shapes
 from onnx_parity.report.lengths_json import (
     axis_sizes_from_json,

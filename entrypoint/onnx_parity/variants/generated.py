@@ -133,8 +133,9 @@ def _decoded(kind: str, built: ModelFile, model: GeneratingModel) -> GenerationR
     """The variant decoded; what stops it (it cannot load or run) is the variant's error."""
     decoders = dataclasses.replace(model.decoders, model=built.path)
     generated = check_generation(decoders, model.prompts, model.spec)
+    # Its figures judge a variant that decodes, NaN or infinite logits too (variants/review.py)
     stopped = [f for f in generated.findings if f.severity == Severity.ERROR
-               and f.code not in ("parity-mismatch", "generation-mismatch")]
+               and f.code not in ("parity-mismatch", "nan-or-inf", "generation-mismatch")]
     if stopped:
         raise VariantFailure(kind, "decoded", _Stopped(stopped[0].message))
     return generated.result

@@ -144,6 +144,31 @@ def nonfinite_mismatch(torch_value: np.ndarray, onnx_value: np.ndarray,
         return int(np.count_nonzero(_special_mismatch(ref, cand)))
 
 
+@dataclass(frozen=True)
+class NonFinite:
+    """The NaN and infinities of one comparison, among the positions the mask keeps."""
+
+    mismatched: int  # NaN or an infinity on one side where the other has another value
+    torch_nan: int  # PyTorch's own: what the model computes, whatever the export does
+    torch_inf: int
+
+
+def nonfinite_counts(torch_value: np.ndarray, onnx_value: np.ndarray,
+                     mask: Mask | None = None) -> NonFinite:
+    """`nonfinite_mismatch` with PyTorch's own NaN and infinities beside it: whether the model
+    computes them too is what tells an export's NaN from the model's."""
+    reference = np.asarray(torch_value)
+    keep = (mask.keep(reference.shape) if mask is not None
+            and reference.shape == np.shape(onnx_value) else None)
+    kept = reference[keep] if keep is not None else reference
+    if _is_exact(kept):
+        return NonFinite(0, 0, 0)
+    values = kept.astype(np.complex128 if kept.dtype.kind == "c" else np.float64)  # bfloat16
+    return NonFinite(nonfinite_mismatch(torch_value, onnx_value, mask),
+                     int(np.count_nonzero(np.isnan(values))),
+                     int(np.count_nonzero(np.isinf(values))))
+
+
 def _result(output: str, batch_size: int, reference: np.ndarray, candidate: np.ndarray,
             figures: _Figures | None) -> OutputComparison:
     """`figures` is None when the shapes differ: every element of the larger side mismatches."""

@@ -38,6 +38,21 @@ def variant_nonfinite(variant: str, output: str, batch_size: int, count: int) ->
                    details={"variant": variant, "output": output, "batch_size": batch_size})
 
 
+def own_nonfinite(output: str, steps: list[int], counts: tuple[int, int]) -> Finding:
+    """PyTorch itself computes NaN or Inf in a generating model's `output` at `steps` and
+    onnxruntime the same: the file is faithful, but a token picked among them compares nothing."""
+    nan, inf = counts
+    return Finding(
+        "nan-or-inf", f'output "{output}": PyTorch itself computes {nan} NaN and {inf} '
+        f"infinite value(s) at generation step {steps[0]} ({len(steps)} of the steps hold "
+        "some), and onnxruntime the same values: the file is faithful to the model, but the "
+        "greedy tokens picked among NaN or infinite logits say nothing",
+        severity=Severity.WARNING, details={"output": output, "step": steps[0]},
+        fix="The model's own numbers overflow or divide by zero (PyTorch computes them without "
+            "any export): find the layer that first produces them (its weights, a log or a "
+            "division at 0, the range of float16) and fix the model.")
+
+
 def output_names(spec: ModelSpec, reference: Reference,
                  onnx_names: tuple[str, ...]) -> tuple[str, ...]:
     """The configured names, else the places in forward's returned structure, else ONNX's."""

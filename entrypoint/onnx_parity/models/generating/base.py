@@ -29,6 +29,14 @@ class StateSlot:
 
 
 @dataclass(frozen=True)
+class PastTensor:
+    """One past tensor, (batch, heads, positions, width), without its batch and positions."""
+
+    heads: int
+    width: int
+
+
+@dataclass(frozen=True)
 class CacheShape:
     layers: int
     kv_heads: int
@@ -48,6 +56,10 @@ class CacheShape:
     cache_argument: str = "past_key_values"
     # forward takes no cache: no past, each step runs the whole prefix (whole_prefix.py)
     whole_prefix: bool = False
+    # Each key and value tensor's heads and width in names() order (states left out), as the
+    # model's own cache holds them after a prompt pass (cache_layout.py); () where every one is
+    # (kv_heads, head_dim).
+    tensors: tuple[PastTensor, ...] = ()
 
     def names(self, prefix: str) -> tuple[str, ...]:
         """The cache's tensors layer by layer, `prefix` "past_key_values" or "present": keys
@@ -59,12 +71,20 @@ class CacheShape:
               if self.attention is None or layer in self.attention),
             *(f"{state}.{layer}.{slot.kind}" for slot in self.states if slot.layer == layer)))
 
+    def past_shapes(self, rows: int, length: int) -> dict[str, tuple[int, ...]]:
+        """Each past tensor's shape at `rows` and a past of `length` positions, by name: keys
+        and values (rows, heads, length, width), as `tensors` holds them; states (rows, *shape)."""
+        states = {f"past.{slot.layer}.{slot.kind}": (rows, *slot.shape) for slot in self.states}
+        keys = [name for name in self.names("past_key_values") if name not in states]
+        tensors = self.tensors or (PastTensor(self.kv_heads, self.head_dim),) * len(keys)
+        kv = {name: (rows, tensor.heads, length, tensor.width)
+              for name, tensor in zip(keys, tensors, strict=True)}
+        return {name: states.get(name) or kv[name] for name in self.names("past_key_values")}
+
     def empty_past(self, batch: int, dtype: np.dtype[Any]) -> dict[str, np.ndarray]:
         """The past of a prompt pass: no positions of keys and values, states of zeros."""
-        keys = np.zeros((batch, self.kv_heads, 0, self.head_dim), dtype=dtype)
-        states = {f"past.{slot.layer}.{slot.kind}": np.zeros((batch, *slot.shape), dtype=dtype)
-                  for slot in self.states}
-        return {name: states.get(name, keys) for name in self.names("past_key_values")}
+        return {name: np.zeros(shape, dtype=dtype)
+                for name, shape in self.past_shapes(batch, 0).items()}
 
     def past_names(self) -> dict[str, str]:
         """Each present's past: the name it is fed back as at the next step."""

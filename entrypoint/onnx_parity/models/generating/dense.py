@@ -3,9 +3,10 @@
 
 The exported file takes `input_ids` (batch, sequence), `attention_mask` (batch,
 total_sequence), `position_ids` (batch, sequence) where forward takes them, and
-`past_key_values.N.key` / `.value` (batch, kv_heads, past_sequence, head_dim); it returns
-`logits` and `present.N.key` / `.value` (batch, kv_heads, total_sequence, head_dim). This module
-says what the cache holds (from the model's config, or `cache-shape`) and synthesises the spec
+`past_key_values.N.key` / `.value` (batch, heads, past_sequence, width); it returns `logits`
+and `present.N.key` / `.value` (batch, heads, total_sequence, width). This module says what the
+cache holds (what the model's own cache holds after a prompt pass, cache_layout.py; a flat-cache
+decoder's from its config or `cache-shape`) and synthesises the spec
 and samples of one decoding step that the export stage exports as any structured call; the
 flat-cache family (flat_cache.py) shares all three.
 """
@@ -28,13 +29,15 @@ from onnx_parity.models.generating.base import (
     decoder_config,
     eos,
 )
+from onnx_parity.models.generating.cache_layout import cache_tensors
 from onnx_parity.models.load_errors import LoadError
 from onnx_parity.models.vision_config import is_vision_language
 from onnx_parity.settings import ModelSpec
 
 
 def decoder_cache(module: Any, spec: ModelSpec, family: str) -> CacheShape:
-    """The cache of a decoder with past: from `cache-shape`, else from its config."""
+    """The cache of a decoder with past: from `cache-shape`, else what its own cache holds
+    after a prompt pass (a flat-cache decoder, which takes its cache as inputs: its config)."""
     assert spec.generate is not None
     positions = "position_ids" in inspect.signature(module.forward).parameters
     text = decoder_config(module)
@@ -44,6 +47,17 @@ def decoder_cache(module: Any, spec: ModelSpec, family: str) -> CacheShape:
     if spec.generate.cache_shape is not None:
         return CacheShape(*spec.generate.cache_shape, positions, eos(module, text),
                           family=family)
+    if spec.generate.cache != "flat":
+        tensors = cache_tensors(module, spec.name, spec.forward_kwargs)
+        return CacheShape(len(tensors) // 2, tensors[0].heads, tensors[0].width, positions,
+                          eos(module, text), family=family, tensors=tensors)
+    return _from_config(spec.name, text, (positions, eos(module, text)), family)
+
+
+def _from_config(model: str, text: Any, call: tuple[bool, tuple[int, ...]],
+                 family: str) -> CacheShape:
+    """A flat-cache decoder's cache from its config's heads and head size; without them the
+    LoadError asks for `cache-shape`. `call`: whether forward takes positions, its eos."""
     layers = getattr(text, "num_hidden_layers", None)
     heads = getattr(text, "num_attention_heads", None)
     kv_heads = getattr(text, "num_key_value_heads", None) or heads
@@ -51,12 +65,12 @@ def decoder_cache(module: Any, spec: ModelSpec, family: str) -> CacheShape:
         getattr(text, "hidden_size", 0) // heads if heads else None)
     if not (isinstance(layers, int) and isinstance(kv_heads, int) and isinstance(head_dim, int)):
         raise LoadError(
-            f'model "{spec.name}": the cache\'s shape cannot be read from the model (its config '
+            f'model "{model}": the cache\'s shape cannot be read from the model (its config '
             "has no num_hidden_layers, num_key_value_heads or num_attention_heads, head_dim or "
             "hidden_size).",
             fix='Add cache-shape = [layers, kv_heads, head_dim] to `generate` (with cache = '
                 '"flat"), e.g. generate = { steps = 16, cache = "flat", cache-shape = [2, 2, 8] }.')
-    return CacheShape(layers, kv_heads, head_dim, positions, eos(module, text), family=family)
+    return CacheShape(layers, kv_heads, head_dim, *call, family=family)
 
 
 def check_prompts(model: str, given: tuple[str, ...]) -> None:
@@ -94,9 +108,8 @@ def decoder_step_samples(prompts: dict[str, np.ndarray], shape: CacheShape,
             "attention_mask": np.ones((rows, past + length), dtype=np.int64)}
     if shape.positions:
         step["position_ids"] = np.tile(np.arange(past, past + length, dtype=np.int64), (rows, 1))
-    for name in shape.names("past_key_values"):
-        step[name] = generator.standard_normal(
-            (rows, shape.kv_heads, past, shape.head_dim)).astype(dtype)
+    for name, sizes in shape.past_shapes(rows, past).items():
+        step[name] = generator.standard_normal(sizes).astype(dtype)
     return step
 
 

@@ -100,7 +100,6 @@ def decoder_samples(rows: int, contract: PipelineContract,
             else positions,
             # decoder_extra: zeros, what every step after the prompt is fed
             **{name: np.zeros((rows, length), dtype=np.int64) for name in contract.decoder_extra}}
-    for name in cache.names("past_key_values"):
-        step[name] = generator.standard_normal(
-            (rows, cache.kv_heads, past, cache.head_dim)).astype(dtype)
+    for name, sizes in cache.past_shapes(rows, past).items():
+        step[name] = generator.standard_normal(sizes).astype(dtype)
     return step

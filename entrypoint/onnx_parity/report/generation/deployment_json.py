@@ -13,20 +13,21 @@ from onnx_parity.report.generation.generation_shapes import (
     RuntimeGenerationJson,
     TokenDifferenceJson,
 )
+from onnx_parity.report.json_figures import figure_from_json, figure_to_json
 
 
 def difference_to_json(first: TokenDifference | None) -> TokenDifferenceJson | None:
     return None if first is None else {
         "step": first.step, "row": first.row, "pytorch_token": first.pytorch_token,
-        "onnx_token": first.onnx_token, "logit_diff": first.logit_diff,
-        "margin": first.margin, "near_tie": first.near_tie}
+        "onnx_token": first.onnx_token, "logit_diff": figure_to_json(first.logit_diff),
+        "margin": figure_to_json(first.margin), "near_tie": first.near_tie}
 
 
 def difference_from_json(first: TokenDifferenceJson | None) -> TokenDifference | None:
     return None if first is None else TokenDifference(
         step=first["step"], row=first["row"], pytorch_token=first["pytorch_token"],
-        onnx_token=first["onnx_token"], logit_diff=first["logit_diff"],
-        margin=first["margin"], near_tie=first["near_tie"])
+        onnx_token=first["onnx_token"], logit_diff=figure_from_json(first["logit_diff"]),
+        margin=figure_from_json(first["margin"]), near_tie=first["near_tie"])
 
 
 def add_deployment(data: GenerationJson, bundles: tuple[Bundle, ...],

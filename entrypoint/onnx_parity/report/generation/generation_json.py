@@ -19,13 +19,15 @@ from onnx_parity.report.generation.full_prefix_json import (
 from onnx_parity.report.generation.generation_shapes import GenerationJson, TextScoreJson
 from onnx_parity.report.generation.pipeline_json import pipeline_from_json, pipeline_to_json
 from onnx_parity.report.generation.threshold_json import thresholds_from_json, thresholds_to_json
+from onnx_parity.report.json_figures import figure_from_json, figure_to_json
 
 
 def generation_to_json(g: GenerationResult) -> GenerationJson:
     data: GenerationJson = {
         "steps": g.steps, "rows": g.rows, "tokens_agree": list(g.tokens_agree),
         "first_token_difference": difference_to_json(g.first_token_difference),
-        "max_logit_diff": list(g.max_logit_diff), "teacher_forced_from": g.teacher_forced_from,
+        "max_logit_diff": [figure_to_json(d) for d in g.max_logit_diff],
+        "teacher_forced_from": g.teacher_forced_from,
         "thresholds": thresholds_to_json(g.thresholds)}
     add_deployment(data, g.bundles, g.runtime)
     if g.pipeline is not None:
@@ -49,7 +51,7 @@ def generation_from_json(data: GenerationJson | None) -> GenerationResult | None
     return GenerationResult(
         steps=data["steps"], rows=data["rows"], tokens_agree=tuple(data["tokens_agree"]),
         first_token_difference=difference_from_json(data["first_token_difference"]),
-        max_logit_diff=tuple(data["max_logit_diff"]),
+        max_logit_diff=tuple(figure_from_json(d) for d in data["max_logit_diff"]),
         teacher_forced_from=data["teacher_forced_from"], bundles=bundles_from_json(data),
         runtime=runtime_from_json(data),
         thresholds=thresholds_from_json(data.get("thresholds", [])),
@@ -71,14 +73,17 @@ def text_to_json(score: TextScore | None) -> TextScoreJson | None:
     if score is None:
         return None
     return {"file": score.file, "rows": score.rows, "tokens": score.tokens,
-            "fp32_nll": score.fp32_nll, "fp32_perplexity": score.fp32_perplexity,
-            "nll": score.nll, "perplexity": score.perplexity, "perplexity_ratio": score.ratio,
-            "top1_agreement": score.top1_agreement}
+            "fp32_nll": figure_to_json(score.fp32_nll),
+            "fp32_perplexity": figure_to_json(score.fp32_perplexity),
+            "nll": figure_to_json(score.nll), "perplexity": figure_to_json(score.perplexity),
+            "perplexity_ratio": figure_to_json(score.ratio),
+            "top1_agreement": figure_to_json(score.top1_agreement)}
 
 
 def text_from_json(data: TextScoreJson | None) -> TextScore | None:
     if not data:
         return None
     return TextScore(file=data["file"], rows=data["rows"], tokens=data["tokens"],
-                     fp32_nll=data["fp32_nll"], nll=data["nll"],
-                     top1_agreement=data["top1_agreement"])
+                     fp32_nll=figure_from_json(data["fp32_nll"]),
+                     nll=figure_from_json(data["nll"]),
+                     top1_agreement=figure_from_json(data["top1_agreement"]))

@@ -15,8 +15,8 @@ class TokenDifferenceJson(TypedDict):  # generation_results.TokenDifference
     row: int
     pytorch_token: int
     onnx_token: int
-    logit_diff: float
-    margin: float
+    logit_diff: float | str  # a figure that is not finite as its text (json_figures.py)
+    margin: float | str  # NaN where PyTorch's top two logits are the same infinity
     near_tie: bool
 
 
@@ -25,7 +25,8 @@ class GenerationJson(TypedDict):  # generation_results.GenerationResult
     rows: int
     tokens_agree: list[int]  # per row: steps whose tokens agreed before the first difference
     first_token_difference: TokenDifferenceJson | None
-    max_logit_diff: list[float]  # per step, padded positions left out
+    max_logit_diff: list[float | str]  # per step, padded positions left out; "inf" when
+    # a side is NaN or infinite where the other is not
     teacher_forced_from: int | None
     bundles: NotRequired[list[BundleJson]]  # `bundle`: written only when there are some
     runtime: NotRequired[RuntimeGenerationJson]  # `runtime`: written only when it ran
@@ -69,9 +70,9 @@ class TextScoreJson(TypedDict):  # generation_results.TextScore, with its derive
     file: str
     rows: int
     tokens: int  # the positions scored
-    fp32_nll: float  # nats per token
-    fp32_perplexity: float
-    nll: float
-    perplexity: float
-    perplexity_ratio: float  # the variant's over fp32's
-    top1_agreement: float
+    fp32_nll: float | str  # nats per token; "inf" or "nan" as text (json_figures.py)
+    fp32_perplexity: float | str
+    nll: float | str
+    perplexity: float | str
+    perplexity_ratio: float | str  # the variant's over fp32's
+    top1_agreement: float | str

@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import TypedDict
 
 from onnx_parity.generation_results import ThresholdRun, ThresholdStep
+from onnx_parity.report.json_figures import figure_from_json, figure_to_json
 
 
 class ThresholdStepJson(TypedDict):  # generation_results.ThresholdStep
     past: int  # the past length; the step has past + 1 positions
-    max_logit_diff: float
+    max_logit_diff: float | str  # "inf" where a side is NaN or infinite (json_values.py)
     tokens_agree: int  # rows whose greedy token agreed
     rows: int
     differing_rows: list[int]
@@ -30,7 +31,7 @@ class ThresholdJson(TypedDict):  # generation_results.ThresholdRun
 def thresholds_to_json(runs: tuple[ThresholdRun, ...]) -> list[ThresholdJson]:
     return [{"key": run.key, "value": run.value, "layers": list(run.layers),
              "passed": run.passed, "built": run.built, "skipped": run.skipped,
-             "steps": [{"past": step.past, "max_logit_diff": step.max_logit_diff,
+             "steps": [{"past": step.past, "max_logit_diff": figure_to_json(step.max_logit_diff),
                         "tokens_agree": step.tokens_agree, "rows": step.rows,
                         "differing_rows": list(step.differing_rows)} for step in run.steps]}
             for run in runs]
@@ -39,7 +40,8 @@ def thresholds_to_json(runs: tuple[ThresholdRun, ...]) -> list[ThresholdJson]:
 def thresholds_from_json(data: list[ThresholdJson]) -> tuple[ThresholdRun, ...]:
     return tuple(ThresholdRun(
         key=run["key"], value=run["value"], layers=tuple(run["layers"]),
-        steps=tuple(ThresholdStep(step["past"], step["max_logit_diff"], step["tokens_agree"],
+        steps=tuple(ThresholdStep(step["past"], figure_from_json(step["max_logit_diff"]),
+                                  step["tokens_agree"],
                                   step["rows"], tuple(step["differing_rows"]))
                     for step in run["steps"]),
         built=run["built"], skipped=run["skipped"]) for run in data)

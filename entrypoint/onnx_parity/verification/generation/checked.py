@@ -24,7 +24,7 @@ from onnx_parity.generation_results import GenerationResult
 from onnx_parity.models import STATE_KINDS, BoundInputs, PositionLimits
 from onnx_parity.results import OutputComparison
 from onnx_parity.settings import ModelSpec
-from onnx_parity.verification.compare import Mask, compare_masked
+from onnx_parity.verification.compare import Mask, NonFinite, compare_masked, nonfinite_counts
 from onnx_parity.verification.cuts import Cut, CutRun, run_cut
 from onnx_parity.verification.generation.decoders import Decoders
 from onnx_parity.verification.generation.decoding import StepOutput
@@ -43,7 +43,7 @@ from onnx_parity.verification.generation.vision_language.decoding import (
     PipelineSessions,
     open_pipeline,
 )
-from onnx_parity.verification.outputs import comparison_findings, layout_mismatch
+from onnx_parity.verification.outputs import comparison_findings, layout_mismatch, own_nonfinite
 from onnx_parity.verification.run_failures import load_failure_finding, runtime_finding
 from onnx_parity.verification.runtime import RuntimeFailure, Session, open_session
 
@@ -91,6 +91,8 @@ class _Run:
     misses: list[Miss] = field(default_factory=list)
     agree: list[int] = field(default_factory=list)
     drift: list[float] = field(default_factory=list)
+    # (step, output) of a failing comparison, or the logits, with NaN or Inf on either side
+    nonfinite: dict[tuple[int, str], NonFinite] = field(default_factory=dict)
     step: int = 0  # the step running (a failure's)
     failing: FailingStep | None = None
     last: dict[int, np.ndarray] = field(default_factory=dict)  # last step's logits, by first row
@@ -139,7 +141,7 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     first = min(run.misses, default=None, key=lambda miss: (miss.step, miss.row))
     difference = token_difference(first, run.tolerance) if first else None
     forced = first.step + 1 if first is not None and first.step + 1 < run.steps else None
-    findings = _parity_findings(run.comparisons, spec, explained or [])
+    findings = _parity_findings(run, spec, explained or []) + _own_nonfinite(run)
     if difference is not None:
         findings.append(mismatch_finding(difference, run.steps))
     if prefix is not None and limits is not None:
@@ -176,9 +178,11 @@ def _unrun(run: _Run, rows: int) -> GenerationResult:
     return GenerationResult(run.steps, rows, (0,) * rows, None, tuple(run.drift), None)
 
 
-def _parity_findings(comparisons: list[OutputComparison], spec: ModelSpec,
-                     explained: list[Finding]) -> list[Finding]:
-    """`parity-mismatch` at the first step any output is outside the tolerance, naming it."""
+def _parity_findings(run: _Run, spec: ModelSpec, explained: list[Finding]) -> list[Finding]:
+    """`parity-mismatch` at the first step any output is outside the tolerance, naming it;
+    `nan-or-inf` where a side is NaN or infinite there and the other not, saying whether
+    PyTorch computes NaN or Inf there too."""
+    comparisons = run.comparisons
     failing = sorted({row.dimensions["step"] for row in comparisons if not row.passed})
     if not failing:
         return []
@@ -187,9 +191,35 @@ def _parity_findings(comparisons: list[OutputComparison], spec: ModelSpec,
              f"{' ...' if len(failing) > 6 else ''})" if len(failing) > 1 else "")
     rows = [row for row in comparisons if row.dimensions["step"] == step]
     past = rows[0].dimensions["past_sequence"]
+    counts = {name: c for (at, name), c in run.nonfinite.items() if at == step}
+    mismatched = {name for name, c in counts.items() if c.mismatched}
     return [dataclasses.replace(finding, message=f"generation step {step} (past length {past})"
-                                f"{later}: {finding.message}")
-            for finding in comparison_findings(rows, set(), spec, explained=explained)]
+                                f"{later}: {finding.message}"
+                                f"{_nonfinite_text(counts.get(finding.details.get('output', '')))}")
+            for finding in comparison_findings(rows, mismatched, spec, explained=explained)]
+
+
+def _own_nonfinite(run: _Run) -> list[Finding]:
+    """A warning where PyTorch's own logits hold NaN or Inf and every logits comparison passed
+    (where one failed, its finding says whether PyTorch computes them too)."""
+    steps = sorted(step for (step, name), c in run.nonfinite.items()
+                   if name == "logits" and (c.torch_nan or c.torch_inf))
+    if not steps or not all(row.passed for row in run.comparisons if row.output == "logits"):
+        return []
+    first = run.nonfinite[(steps[0], "logits")]
+    return [own_nonfinite("logits", steps, (first.torch_nan, first.torch_inf))]
+
+
+def _nonfinite_text(counts: NonFinite | None) -> str:
+    """Whose NaN or Inf it is: the model's own (PyTorch computes it too) or the export's."""
+    if counts is None:
+        return ""
+    text = (f"; {counts.mismatched} value(s) NaN or infinite on one side only"
+            if counts.mismatched else "")
+    if counts.torch_nan or counts.torch_inf:
+        return (text + f"; PyTorch itself computes {counts.torch_nan} NaN and "
+                f"{counts.torch_inf} infinite value(s) there: the model's own numbers")
+    return text + "; PyTorch's own values are all finite there: the NaN or Inf is onnxruntime's"
 
 
 def _replay(sides: Sides, chunk: RecordedChunk, run: _Run) -> None:
@@ -257,6 +287,10 @@ def _compare(expected: StepOutput, actual: StepOutput,
                                   dimensions={"step": step, "past_sequence":
                                               int(mask.shape[1]) - sequence})
         run.comparisons.append(row)
+        if not row.passed or name == "logits":
+            counts = nonfinite_counts(torch_value, onnx_value, masked)
+            if counts.mismatched or counts.torch_nan or counts.torch_inf:
+                run.nonfinite.setdefault((step, name), counts)
         if name == "logits" and row.max_abs_diff is not None:
             run.drift[step] = max(run.drift[step], row.max_abs_diff)
     return all(row.passed for row in run.comparisons[-len(pairs):])

@@ -20,7 +20,7 @@ from onnx_parity.verification.runtime import Session, run_session
 @dataclass(frozen=True)
 class StepOutput:
     logits: np.ndarray  # (batch, sequence, vocab)
-    presents: dict[str, np.ndarray]  # present.N.key / .value: (batch, kv_heads, total, head_dim)
+    presents: dict[str, np.ndarray]  # present.N.key / .value: (batch, heads, total, width)
 
 
 def position_ids(mask: np.ndarray, sequence: int) -> np.ndarray:
@@ -81,9 +81,8 @@ class TorchDecoder:
     def _flat(self, torch: Any, ids: np.ndarray, mask: np.ndarray,
               positions: np.ndarray) -> StepOutput:
         if not self.past:
-            empty = np.zeros((ids.shape[0], self.shape.kv_heads, 0, self.shape.head_dim),
-                             dtype=self.dtype)
-            self.past = [torch.from_numpy(empty.copy()) for _ in range(2 * self.shape.layers)]
+            self.past = [torch.from_numpy(empty) for empty in
+                         self.shape.empty_past(ids.shape[0], self.dtype).values()]
         given = (torch.from_numpy(positions),) if self.shape.positions else ()
         logits, *presents = self.module(torch.from_numpy(ids), torch.from_numpy(mask), *given,
                                         *self.past)

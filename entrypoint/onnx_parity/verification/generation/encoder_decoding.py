@@ -91,10 +91,8 @@ class OnnxEncoderDecoder:
             (hidden,) = run_session(self.encoder_session, {
                 name: self.encoder[name] for name in self.encoder_session.input_names
                 if name in self.encoder})[:1]
-            empty = np.zeros((len(ids), self.shape.kv_heads, 0, self.shape.head_dim),
-                             dtype=self.dtype)
             self.past = {"encoder_hidden_states": hidden,
-                         **{name: empty for name in self.shape.names("past_key_values")}}
+                         **self.shape.empty_past(len(ids), self.dtype)}
             if "attention_mask" in self.encoder:
                 self.past["encoder_attention_mask"] = self.encoder["attention_mask"]
         feed = self.feed = {"input_ids": ids, **self.past}

@@ -25,6 +25,7 @@ import numpy as np
 
 from onnx_parity.generation_results import FullPrefix, PrefixLength
 from onnx_parity.models import PositionLimits, one_run
+from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.generation.decoders import Decoders
 from onnx_parity.verification.generation.decoding import (
     OnnxDecoder,
@@ -232,8 +233,10 @@ def compared(item: Expected, actual: np.ndarray, tolerance: tuple[float, float])
 
 def _outside(actual: np.ndarray, expected: np.ndarray,
              tolerance: tuple[float, float]) -> tuple[np.ndarray, float]:
-    """Per row, whether an element is outside atol + rtol * |expected|; the max difference."""
-    atol, rtol = tolerance
-    difference = np.abs(actual - expected)
-    outside = np.any(difference > atol + rtol * np.abs(expected), axis=-1)
-    return outside, float(np.nan_to_num(difference, nan=np.inf).max(initial=0.0))
+    """Per row, whether an element is outside atol + rtol * |expected|; the max difference. By
+    the comparison's rule: the same NaN or infinity on both sides is no difference, one on one
+    side only an infinite one (a plain subtraction made both NaN, and NaN > atol is False)."""
+    rows = [compare_output("logits", 1, expected[row], actual[row], *tolerance)
+            for row in range(len(expected))]
+    worst = max((row.max_abs_diff or 0.0 for row in rows), default=0.0)
+    return np.array([not row.passed for row in rows], dtype=bool), worst

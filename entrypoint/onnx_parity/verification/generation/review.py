@@ -15,6 +15,7 @@ import numpy as np
 from onnx_parity.finding_details import FindingDetails
 from onnx_parity.findings import Finding, Severity
 from onnx_parity.generation_results import TokenDifference
+from onnx_parity.verification.compare import compare_output
 
 
 @dataclass(frozen=True)
@@ -33,9 +34,12 @@ def token_difference(miss: Miss, tolerance: tuple[float, float]) -> TokenDiffere
     top2 = np.sort(expected)[-2:] if expected.size > 1 else np.array([0.0, 0.0])
     margin = float(top2[1] - top2[0])
     atol, rtol = tolerance
+    # By the comparison's rule: the same NaN or infinity on both sides is no difference, one
+    # on one side only is an infinite one (a plain subtraction makes both NaN).
+    compared = compare_output("logits", 1, expected, actual, atol, rtol)
     return TokenDifference(
         step=miss.step, row=miss.row, pytorch_token=int(expected.argmax()),
-        onnx_token=int(actual.argmax()), logit_diff=float(np.max(np.abs(expected - actual))),
+        onnx_token=int(actual.argmax()), logit_diff=float(compared.max_abs_diff or 0.0),
         margin=margin, near_tie=margin < atol + rtol * abs(float(top2[1])))
 
 

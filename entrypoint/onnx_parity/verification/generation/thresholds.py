@@ -27,6 +27,7 @@ from onnx_parity.findings import Finding
 from onnx_parity.generation_results import FullPrefix, PrefixLength, ThresholdRun, ThresholdStep
 from onnx_parity.models import PositionLimits, Threshold
 from onnx_parity.settings import ModelSpec
+from onnx_parity.verification.compare import compare_output
 from onnx_parity.verification.generation.decoders import Decoders
 from onnx_parity.verification.generation.decoding import StepOutput
 from onnx_parity.verification.generation.threshold_past import (
@@ -181,15 +182,16 @@ def _steps(check: ThresholdCheck, built: BuiltPast, count: int) -> tuple[Thresho
 
 def _compared(past: int, expected: np.ndarray, actual: np.ndarray,
               tolerance: tuple[float, float]) -> ThresholdStep:
-    """One step's last-position logits, (rows, vocab) on each side."""
-    atol, rtol = tolerance
-    expected, actual = expected.astype(np.float64), actual.astype(np.float64)
-    difference = np.abs(actual - expected)
-    outside = np.any(difference > atol + rtol * np.abs(expected), axis=-1)
+    """One step's last-position logits, (rows, vocab) on each side, each row by the
+    comparison's rule: the same NaN or infinity on both sides passes, one on one side only
+    fails with an infinite difference."""
+    rows = [compare_output("logits", 1, e, a, *tolerance)
+            for e, a in zip(expected, actual, strict=True)]
     agree = expected.argmax(-1) == actual.argmax(-1)
-    worst = float(np.nan_to_num(difference, nan=np.inf).max(initial=0.0))
+    worst = max((row.max_abs_diff or 0.0 for row in rows), default=0.0)
     return ThresholdStep(past, worst, int(agree.sum()), len(agree),
-                         tuple(int(row) for row in np.flatnonzero(outside | ~agree)))
+                         tuple(index for index, row in enumerate(rows)
+                               if not row.passed or not agree[index]))
 
 
 def _finding(run: ThresholdRun, threshold: Threshold, tolerance: tuple[float, float]) -> Finding:

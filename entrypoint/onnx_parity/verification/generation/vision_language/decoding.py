@@ -110,9 +110,7 @@ class OnnxPipeline:
                      for name in contract.decoder_extra}
             features = self._features(family.images(chunk), features)
             self.positions = family.prompt_positions(self.module, chunk)
-            cache = contract.cache
-            empty = np.zeros((len(ids), cache.kv_heads, 0, cache.head_dim), dtype=self.dtype)
-            self.past = dict.fromkeys(cache.names("past_key_values"), empty)
+            self.past = contract.cache.empty_past(len(ids), self.dtype)
         else:
             assert self.positions is not None
             self.positions = family.step_positions(self.positions)
