@@ -186,33 +186,43 @@ def generates(kind: str) -> str | None:
         with torch.no_grad():
             model.generate(**sample, max_new_tokens=STEPS, do_sample=False, pad_token_id=0)
     except Exception as error:  # PyTorch's own failure: the kind is not in the catalogue
-        return f"{type(error).__name__}: {str(error)[:300]}"
+        return f"{type(error).__name__}: {' '.join(str(error).split())[:300]}"
     return None
 
 
 def probe(names: Iterable[str], jobs: int = 2,
           memory_kb: int = 12_000_000) -> dict[str, str | None]:
-    """`generates` for each kind, each in its own interpreter under a memory limit (Fuyu's
-    default vision patching asks for more than 11 GB), `jobs` at a time."""
-    script = ("import json,sys,warnings; warnings.filterwarnings('ignore'); "
-              "import causal_lm_catalogue as c; "
-              "print(json.dumps(c.generates(sys.argv[1])))")
-    here = str(Path(__file__).resolve().parent)
+    """`generates` for each kind, in `jobs` interpreters that each take every `jobs`-th kind,
+    under a memory limit (Fuyu's default patching asks for more than 11 GB: under the limit
+    its allocation fails as an error of its own, not the machine). An interpreter that dies
+    takes its kind with it (said as its exit) and the next one carries on."""
     found: dict[str, str | None] = {}
-    pending = list(names)
-    running: list[tuple[str, subprocess.Popen[str]]] = []
-    while pending or running:
-        while pending and len(running) < jobs:
-            kind = pending.pop(0)
-            command = f"ulimit -v {memory_kb}; exec {sys.executable} -c \"{script}\" {kind}"
-            running.append((kind, subprocess.Popen(
-                ["bash", "-c", command], cwd=here, text=True, stdout=subprocess.PIPE,
-                stderr=subprocess.DEVNULL)))
-        kind, process = running.pop(0)
-        out, _ = process.communicate(timeout=600)
-        lines = out.strip().splitlines()
-        found[kind] = json.loads(lines[-1]) if lines else f"exit {process.returncode}"
-    return found
+    queues = [list(names)[index::jobs] for index in range(jobs)]
+    running = [_prober(queue, memory_kb) for queue in queues if queue]
+    while running:
+        queue, process = running.pop(0)
+        out, _ = process.communicate(timeout=1800)
+        for line in out.splitlines():
+            if line.startswith("["):
+                kind, error = json.loads(line)
+                found[kind] = error
+        left = [kind for kind in queue if kind not in found]
+        if left:
+            found[left[0]] = f"the interpreter exited with {process.returncode}"
+            if left[1:]:
+                running.append(_prober(left[1:], memory_kb))
+    return {kind: found[kind] for kind in names if kind in found}
+
+
+def _prober(queue: list[str], memory_kb: int) -> tuple[list[str], subprocess.Popen[str]]:
+    script = ("import json,sys,warnings; warnings.filterwarnings('ignore'); "
+              "import causal_lm_catalogue as c\n"
+              "for kind in sys.argv[1:]: print(json.dumps([kind, c.generates(kind)]), flush=True)")
+    command = f'ulimit -v {memory_kb}; exec "$0" -c "$1" "${{@:2}}"'
+    here = str(Path(__file__).resolve().parent)
+    return queue, subprocess.Popen(
+        ["bash", "-c", command, sys.executable, script, *queue], cwd=here, text=True,
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
 
 
 def function_name(kind: str) -> str:
