@@ -36,11 +36,11 @@ def test_the_catalogue_passes_through_one_cli_run(tmp_path: Path) -> None:
     failed = {name: model for name, model in models.items() if not model["passed"]}
     errors = {name: [f for f in model["findings"] if f["severity"] == "error"]
               for name, model in failed.items()}
-    codes = {name: sorted({f["code"] for f in found}) for name, found in errors.items()}
-    assert not {name for name, found in codes.items() if NEVER & set(found)}, codes
-    for name, found in errors.items():
-        assert found, f"{name} failed without an error finding"
-        for finding in found:
+    codes = {name: sorted({f["code"] for f in shown}) for name, shown in errors.items()}
+    assert not {name for name, shown in codes.items() if NEVER & set(shown)}, codes
+    for name, shown in errors.items():
+        assert shown, f"{name} failed without an error finding"
+        for finding in shown:
             assert finding["message"], (name, finding)
             assert finding["fix"], (name, finding)
     figures = summary(run.report())

@@ -235,15 +235,18 @@ def test_a_moe_variant_decodes_and_says_how_many_router_choices_changed(
     assert set(variants) == {"int8-dynamic", "int4"}
     for name, variant in variants.items():
         assert variant["skipped"] is None
-        [routing] = [note for note in variant["notes"] if note.startswith("router top-k set")]
-        changed = int(routing.split("changed for ")[1].split(" of ")[0])
-        assert routing.endswith("at the prompts' pass (2 routers)")
+        routing = variant["routing"]
         # 19 prompt tokens, 2 routers
-        assert f"changed for {changed} of 38 (token, router) choices" in routing
+        assert (routing["choices"], routing["routers"]) == (38, 2)
+        assert 0 <= routing["changed"] <= 38
+        assert routing["share"] == routing["changed"] / 38
         graph = onnx.load(str(out / f"qwen3_moe.{name}.onnx")).graph
         stacked = [init for init in graph.initializer if tuple(init.dims[:2]) == (8, 32)]
         # the experts' stacked weights (gate_up, down per layer) are not quantized
         assert sorted(tuple(init.dims) for init in stacked) == [(8, 32, 16)] * 2 + [(8, 32, 32)] * 2
         assert {init.data_type for init in stacked} == {onnx.TensorProto.FLOAT}
     report = (out / "report.md").read_text(encoding="utf-8")
-    assert "`qwen3_moe` int4: router top-k set changed for" in report
+    assert "| Latency vs fp32 | Router top-k changed |" in report
+    changed = variants["int4"]["routing"]["changed"]
+    assert f"| {changed} of 38 ({changed / 38:.1%}), 2 routers |" in report
+    assert "router top-k set changed" not in report  # a column now, not a note

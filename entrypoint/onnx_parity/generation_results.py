@@ -226,6 +226,20 @@ class RuntimeGeneration:
 
 
 @dataclass(frozen=True)
+class RoutingChange:
+    """A mixture-of-experts variant's routers against the fp32 file's, at the prompts' pass:
+    how many (token, router) choices picked another top-k set of experts."""
+
+    changed: int
+    choices: int  # (token, router) pairs compared, padded positions left out
+    routers: int  # the TopK nodes both files hold
+
+    @property
+    def share(self) -> float:
+        return self.changed / self.choices
+
+
+@dataclass(frozen=True)
 class TextScore:
     """A variant's decoder file scored teacher-forced on `eval-tokens` beside PyTorch fp32: the
     negative log-likelihood per token (natural log) of each, over the same positions."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 
 from onnx_parity.detection_results import DetectionImage
 from onnx_parity.findings import Finding, Severity
-from onnx_parity.generation_results import GenerationResult, StepRepro, TextScore
+from onnx_parity.generation_results import GenerationResult, RoutingChange, StepRepro, TextScore
 
 
 @dataclass(frozen=True)
@@ -110,9 +110,9 @@ class VariantResult:
     settings: dict[str, object] = field(default_factory=dict)
     # Path in the engine's work folder; publishing moves it to --out as <model>.<name>.onnx.
     onnx_path: str | None = None
-    # The variant's files (its .onnx, then its external data when it has any); () before.
-    files: tuple[StoredFile, ...] = ()
+    files: tuple[StoredFile, ...] = ()  # its .onnx, then its external data; () before built
     text: TextScore | None = None  # a generating model's variant scored on `eval-tokens`
+    routing: RoutingChange | None = None  # a mixture-of-experts decoder's router choices
 
     @property
     def worst_sqnr_db(self) -> float | None:

@@ -11,7 +11,11 @@ from typing import NotRequired, TypeAlias, TypedDict
 
 from onnx_parity.findings import Code
 from onnx_parity.report.detections_json import DetectionImageJson
-from onnx_parity.report.generation.generation_shapes import GenerationJson, TextScoreJson
+from onnx_parity.report.generation.generation_shapes import (
+    GenerationJson,
+    RoutingChangeJson,
+    TextScoreJson,
+)
 from onnx_parity.report.json_figures import Figure
 
 Shapes: TypeAlias = dict[str, list[int]]  # input -> its shape
@@ -94,6 +98,7 @@ class VariantFiguresJson(TypedDict):
     skipped: str | None
     settings: dict[str, JsonValue]
     text: NotRequired[TextScoreJson | None]  # a generating model's variant on `eval-tokens`
+    routing: NotRequired[RoutingChangeJson]  # a mixture-of-experts decoder's variant
 
 
 class VariantJson(VariantFiguresJson):

@@ -15,6 +15,8 @@ from onnx_parity.report.detections_json import detections_from_json, detections_
 from onnx_parity.report.generation.generation_json import (
     generation_from_json,
     generation_to_json,
+    routing_from_json,
+    routing_to_json,
     text_from_json,
     text_to_json,
 )
@@ -187,7 +189,7 @@ def variant_findings(model: ModelResult, variant: str) -> list[Finding]:
 
 
 def variant_figures(model: ModelResult, variant: VariantResult) -> VariantFiguresJson:
-    return {
+    figures: VariantFiguresJson = {
         "file": variant_file(model.name, variant),
         "sha256": variant.sha256,
         "size_bytes": variant.size_bytes,
@@ -201,6 +203,9 @@ def variant_figures(model: ModelResult, variant: VariantResult) -> VariantFigure
         "settings": cast(dict[str, JsonValue], encode(variant.settings)),
         "text": text_to_json(variant.text),
     }
+    if variant.routing is not None:
+        figures["routing"] = routing_to_json(variant.routing)
+    return figures
 
 
 def variant_to_json(model: ModelResult, variant: VariantResult) -> VariantJson:
@@ -220,7 +225,7 @@ def variant_from_json(data: VariantJson) -> VariantResult:
         notes=tuple(data.get("notes", [])), skipped=data.get("skipped"),
         settings=dict(data.get("settings", {})),
         files=files_from_json(data.get("files", [])), text=text_from_json(data.get("text")),
-    )
+        routing=routing_from_json(data.get("routing")))
 
 
 def _variant_comparison(data: VariantComparisonJson) -> VariantComparison:

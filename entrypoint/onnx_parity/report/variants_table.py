@@ -1,7 +1,9 @@
 """The comment's "Deployment variants" table: each variant of each model against fp32.
 
 Latency is measured (onnxruntime's median at the first batch size), so it is the one figure
-in report.md that differs between runs: it is shown as information, never as a verdict.
+in report.md that differs between runs: it is shown as information, never as a verdict. A run
+with a mixture-of-experts decoder's variant has one more column, "Router top-k changed": the
+share of (token, router) choices whose top-k set of experts differs from the fp32 file's.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from onnx_parity.results import ModelResult, RunResult, VariantResult
 
 HEADER = ("| | Model | Variant | Size vs fp32 | SQNR (worst) | Top-1 agreement | Max abs diff "
           "| Latency vs fp32 |")
+ROUTING = " Router top-k changed |"
 STATUS = {True: "✅", False: "❌"}
 
 
@@ -22,8 +25,11 @@ def variants_section(run: RunResult) -> list[str]:
     rows = [(model, variant) for model in run.models for variant in model.variants]
     if not rows:
         return []
-    lines = ["#### Deployment variants", "", HEADER, "|---" * 8 + "|"]
-    lines += [_row(model, variant) for model, variant in rows]
+    routed = any(variant.routing is not None for _, variant in rows)
+    header, columns = (HEADER + ROUTING, 9) if routed else (HEADER, 8)
+    lines = ["#### Deployment variants", "", header, "|---" * columns + "|"]
+    lines += [_row(model, variant) + (_routing(variant) if routed else "")
+              for model, variant in rows]
     notes = [f"- ℹ️ `{model.name}` {variant.name}: {note}"
              for model, variant in rows for note in variant.notes]
     text = text_section(run)
@@ -41,6 +47,14 @@ def _row(model: ModelResult, variant: VariantResult) -> str:
                  _share(variant.worst_top1_agreement), _figure(variant.max_abs_diff),
                  _latency(variant)]
     return "| " + " | ".join(cells) + " |"
+
+
+def _routing(variant: VariantResult) -> str:
+    """' 3 of 38 (7.9%), 2 routers |', or a dash for a variant without routers."""
+    change = variant.routing
+    if change is None:
+        return " — |"
+    return f" {change.changed} of {change.choices} ({change.share:.1%}), {change.routers} routers |"
 
 
 def _passed(model: ModelResult, variant: str) -> bool:

@@ -39,7 +39,7 @@ from onnx_parity.variants.review import (
     perplexity_degraded,
     variant_error,
 )
-from onnx_parity.variants.routing import routing_note
+from onnx_parity.variants.routing import routing_change
 from onnx_parity.verification import Decoders, RuntimeFailure, check_generation, open_session
 
 NOT_STATIC = ("int8-static is not built for a generating model yet: its calibration would need "
@@ -95,11 +95,11 @@ def _variant(kind: str, model: GeneratingModel,
         return base, [variant_error(failure)]
     files = built.stored()
     unscored = (NO_TEXT,) if model.text is not None and reference is None else ()
-    routed = routing_note(model.fp32, built, model.decoders, model.prompts, spec)  # a MoE's
+    routing = routing_change(model.fp32, built, model.decoders, model.prompts, spec)  # a MoE's
     result = dataclasses.replace(
         base, size_bytes=built.size_bytes, sha256=files[0].sha256, onnx_path=str(built.path),
         files=files, comparisons=(_comparison(generation, spec),),
-        notes=(_note(generation), *((routed,) if routed else ()), *unscored), text=text)
+        notes=(_note(generation), *unscored), text=text, routing=routing)
     missed = misses(result, spec)
     found = [degraded(kind, missed, ())] if missed else []
     if text is not None and text.ratio > spec.max_perplexity_ratio:

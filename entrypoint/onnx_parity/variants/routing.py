@@ -5,7 +5,8 @@ it moves tokens to other experts, which the logits show only through what those 
 compute. Both files are run on the prompts' pass (every prompt token, its empty past), each
 router's `TopK` indices exposed as an output of a scratch copy of the file (the shipped files
 are not changed; the copy shares their external data), and each (token, router) choice is
-compared as a set: the note says the share whose set changed.
+compared as a set: the variants table's "Router top-k changed" column and report.json's
+`routing` say how many changed.
 """
 
 from __future__ import annotations
@@ -14,16 +15,17 @@ from pathlib import Path
 
 import numpy as np
 
+from onnx_parity.generation_results import RoutingChange
 from onnx_parity.model_files import ModelFile
 from onnx_parity.models import implementations
 from onnx_parity.settings import ModelSpec
 from onnx_parity.verification import Decoders, OnnxDecoder, open_session, run_session
 
 
-def routing_note(fp32: ModelFile, variant: ModelFile, decoders: Decoders,
-                 prompts: dict[str, np.ndarray], spec: ModelSpec) -> str | None:
-    """'router top-k set changed for 3 of 76 (token, router) choices (3.9%) ...', or None for
-    a decoder without transformers' experts (its file is not read again: a dense model's variants
+def routing_change(fp32: ModelFile, variant: ModelFile, decoders: Decoders,
+                   prompts: dict[str, np.ndarray], spec: ModelSpec) -> RoutingChange | None:
+    """How many (token, router) top-k sets the variant changed, or None for a decoder without
+    transformers' experts (its file is not read again: a dense model's variants
     pay nothing) or with no plain prompt pass (an encoder-decoder, a VLM)."""
     if (decoders.encoder is not None or decoders.pipeline is not None
             or not implementations(decoders.module)):
@@ -43,11 +45,7 @@ def routing_note(fp32: ModelFile, variant: ModelFile, decoders: Decoders,
         rows = kept if len(chosen) == kept.size else np.ones(len(chosen), dtype=bool)
         same = (np.sort(chosen, -1) == np.sort(other, -1)).all(-1)[rows]
         changed, total = changed + int((~same).sum()), total + int(same.size)
-    if not total:
-        return None
-    return (f"router top-k set changed for {changed} of {total} (token, router) choices "
-            f"({changed / total:.1%}) against the fp32 file's, at the prompts' pass "
-            f"({len(fp32_choices)} routers)")
+    return RoutingChange(changed, total, len(fp32_choices)) if total else None
 
 
 def _choices(path: Path, decoders: Decoders, prompt: tuple[np.ndarray, np.ndarray],

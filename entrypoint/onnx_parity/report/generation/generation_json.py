@@ -4,7 +4,13 @@ variant scored on `eval-tokens` (`models[].variants[].text`)."""
 
 from __future__ import annotations
 
-from onnx_parity.generation_results import ExpertLayer, ExpertsCheck, GenerationResult, TextScore
+from onnx_parity.generation_results import (
+    ExpertLayer,
+    ExpertsCheck,
+    GenerationResult,
+    RoutingChange,
+    TextScore,
+)
 from onnx_parity.report.generation.deployment_json import (
     add_deployment,
     bundles_from_json,
@@ -16,7 +22,11 @@ from onnx_parity.report.generation.full_prefix_json import (
     full_prefix_from_json,
     full_prefix_to_json,
 )
-from onnx_parity.report.generation.generation_shapes import GenerationJson, TextScoreJson
+from onnx_parity.report.generation.generation_shapes import (
+    GenerationJson,
+    RoutingChangeJson,
+    TextScoreJson,
+)
 from onnx_parity.report.generation.pipeline_json import pipeline_from_json, pipeline_to_json
 from onnx_parity.report.generation.threshold_json import thresholds_from_json, thresholds_to_json
 from onnx_parity.report.json_figures import figure_from_json, figure_to_json
@@ -67,6 +77,16 @@ def _experts_from_json(data: GenerationJson) -> ExpertsCheck | None:
     routing = tuple(ExpertLayer(layer["layer"], tuple(layer["tokens"]))
                     for layer in data.get("routing", []))
     return ExpertsCheck(tuple(experts["pytorch"]), tuple(experts["exported"]), routing)
+
+
+def routing_to_json(change: RoutingChange) -> RoutingChangeJson:
+    return {"changed": change.changed, "choices": change.choices, "routers": change.routers,
+            "share": change.share}
+
+
+def routing_from_json(data: RoutingChangeJson | None) -> RoutingChange | None:
+    return None if data is None else RoutingChange(data["changed"], data["choices"],
+                                                   data["routers"])
 
 
 def text_to_json(score: TextScore | None) -> TextScoreJson | None:

@@ -66,6 +66,13 @@ class RuntimeGenerationJson(TypedDict):  # generation_results.RuntimeGeneration
     first_token_difference: TokenDifferenceJson | None
 
 
+class RoutingChangeJson(TypedDict):  # generation_results.RoutingChange
+    changed: int  # (token, router) choices whose top-k set of experts differs from fp32's
+    choices: int
+    routers: int
+    share: float
+
+
 class TextScoreJson(TypedDict):  # generation_results.TextScore, with its derived figures
     file: str
     rows: int
