@@ -13,7 +13,9 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +132,9 @@ class CliRun:
     stderr: str
     seconds: float
     out: Path | None
+    # The peak RSS of the CLI's own process tree (itself, its zygote and workers), from wait4:
+    # unlike RUSAGE_CHILDREN of the test process it does not include what earlier tests started.
+    tree_max_rss_bytes: int = 0
 
     @property
     def folder(self) -> Path:
@@ -150,9 +155,28 @@ def run_cli(*args: str, cwd: Path, out: Path | None = None, env: dict[str, str] 
     """`python -m onnx_parity ARGS [--out OUT]` in `cwd`; waits for it and keeps everything."""
     command = [sys.executable, *python, *args] + (["--out", str(out)] if out else [])
     began = time.perf_counter()
-    done = subprocess.run(command, cwd=cwd, env={**os.environ, **(env or {})}, text=True,
-                          capture_output=True, timeout=timeout, check=False)
-    return CliRun(done.returncode, done.stdout, done.stderr, time.perf_counter() - began, out)
+    with tempfile.TemporaryFile("w+") as stdout, tempfile.TemporaryFile("w+") as stderr:
+        process = subprocess.Popen(command, cwd=cwd, env={**os.environ, **(env or {})},
+                                   text=True, stdout=stdout, stderr=stderr)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            process.kill()
+
+        killer = threading.Timer(timeout, expire)
+        killer.start()
+        try:
+            _, status, usage = os.wait4(process.pid, 0)
+        finally:
+            killer.cancel()
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if expired.is_set():
+            raise subprocess.TimeoutExpired(command, timeout)
+        stdout.seek(0)
+        stderr.seek(0)
+        return CliRun(process.returncode, stdout.read(), stderr.read(),
+                      time.perf_counter() - began, out, usage.ru_maxrss * 1024)
 
 
 def line_of(path: Path, text: str) -> int:
