@@ -80,6 +80,13 @@ OVERRIDES: dict[str, dict[str, Any]] = {
     "dbrx": dict(d_model=64, n_heads=4, n_layers=2,
                  attn_config=dict(kv_n_heads=2, rope_theta=1e4, clip_qkv=8.0),
                  ffn_config=dict(ffn_hidden_size=128, moe_num_experts=4, moe_top_k=2)),
+    # Gemma 3 is checked as a vision-language pipeline: SigLIP's default 224-pixel tower is
+    # pooled to mm_tokens_per_image, and its image tokens sit past a vocabulary of 500.
+    "gemma3": dict(vision_config=dict(model_type="siglip_vision_model", hidden_size=32,
+                                      intermediate_size=64, num_hidden_layers=1,
+                                      num_attention_heads=2, image_size=32, patch_size=8),
+                   mm_tokens_per_image=4, image_token_index=497, boi_token_index=498,
+                   eoi_token_index=499),
     "gemma3n_text": dict(layer_types=["sliding_attention", "full_attention"],
                          num_kv_shared_layers=0, hidden_size_per_layer_input=16,
                          vocab_size_per_layer_input=VOCABULARY),

@@ -68,7 +68,7 @@ def test_each_layers_heads_and_width_are_read_from_the_cache() -> None:
     from transformers import AutoConfig, AutoModelForCausalLM
 
     from onnx_parity.models.generating.base import PastTensor
-    from onnx_parity.models.generating.cache_layout import cache_tensors
+    from onnx_parity.models.generating.cache_layout import read_layout
 
     base = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
                 intermediate_size=64)
@@ -79,22 +79,33 @@ def test_each_layers_heads_and_width_are_read_from_the_cache() -> None:
              PastTensor(2, 16))):
         torch.manual_seed(0)
         model = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **base, **extra))
-        assert cache_tensors(model.eval(), "m", {}) == (expected,) * 4
+        layout = read_layout(model.eval(), {})
+        assert (layout.tensors, layout.whole_prefix) == ((expected,) * 4, "")
 
 
-def test_a_layer_of_states_is_a_load_error_naming_it() -> None:
+def test_a_cache_no_file_can_carry_says_why_the_loop_reruns_the_prefix() -> None:
     """LFM2's convolution layer, read as if it held keys and values (its own family,
-    models/generating/lfm2.py, takes it before the dense one asks)."""
+    models/generating/lfm2.py, takes it before the dense one asks); MiniMax's own cache class,
+    which keeps its linear-attention states beside its layers; a BertLMHeadModel built
+    without is_decoder, which returns no cache at all. Llama's rebuilt step is its own."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
-    from onnx_parity.models.generating.cache_layout import cache_tensors
-    from onnx_parity.models.load_errors import LoadError
+    from onnx_parity.models.generating.cache_layout import read_layout
 
-    torch.manual_seed(0)
-    model = AutoModelForCausalLM.from_config(AutoConfig.for_model(
-        "lfm2", vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-        intermediate_size=64, num_key_value_heads=2, layer_types=["conv", "full_attention"]))
-    with pytest.raises(LoadError, match="layer 0 of its cache is a LinearAttentionLayer") as error:
-        cache_tensors(model.eval(), "m", {})
-    assert "it holds conv_states" in str(error.value)
+    base = dict(vocab_size=64, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                intermediate_size=64, num_key_value_heads=2)
+    for kind, extra, reason in (
+            ("lfm2", dict(layer_types=["conv", "full_attention"]),
+             "layer 0 of its cache is a LinearAttentionLayer holding conv_states"),
+            ("minimax", dict(layer_types=["linear_attention", "full_attention"],
+                             num_local_experts=2, num_experts_per_tok=1, head_dim=8),
+             "layer 0 of its MiniMaxCache holds no keys or values: the cache keeps "
+             "linear_cache beside its layers"),
+            ("bert", dict(), "forward returns no cache after a prompt pass"),
+            ("llama", dict(), "")):
+        torch.manual_seed(0)
+        model = AutoModelForCausalLM.from_config(AutoConfig.for_model(kind, **base, **extra))
+        layout = read_layout(model.eval(), {})
+        assert layout.whole_prefix.startswith(reason), (kind, layout.whole_prefix)
+        assert bool(layout.whole_prefix) == bool(reason), kind

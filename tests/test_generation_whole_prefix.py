@@ -1,5 +1,6 @@
 """Decoders whose forward takes no cache the tool can feed back (issue 34 §4): GPT-1 (none),
-XLM (its own `cache` dict), XLNet (`mems`), through the real CLI. Each step runs the whole
+XLM (its own `cache` dict), XLNet (`mems`), and a BERT built without is_decoder (whose forward
+takes a cache and returns none), through the real CLI. Each step runs the whole
 prefix again on both sides; the file takes the prefix and returns logits only.
 
 One repository holds every model (tiny seeded configs: hidden 64, 2 layers, vocabulary 500) and
@@ -45,6 +46,15 @@ def xlnet():
         vocab_size=500, d_model=64, n_layer=2, n_head=4, d_inner=128)).eval()
 
 
+def bert():
+    """A BERT built as users of transformers' auto classes get it: no is_decoder, so forward
+    takes past_key_values and returns none."""
+    torch.manual_seed(0)
+    return T.BertLMHeadModel(T.BertConfig(
+        vocab_size=500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+        intermediate_size=128, max_position_embeddings=128)).eval()
+
+
 class OffHead(torch.nn.Linear):
     """Right in PyTorch; in an exported graph its logits are 1e-2 off."""
 
@@ -63,7 +73,10 @@ def gpt1_off():
     return model
 '''
 
-NAMES = ("gpt1", "xlm", "xlnet")
+NAMES = ("gpt1", "xlm", "xlnet", "bert")
+REASONS = {"gpt1": "forward takes no cache", "xlm": "forward takes no cache",
+           "xlnet": "forward takes no cache",
+           "bert": "forward returns no cache after a prompt pass"}
 # Beside them: GPT-1 with an int8 variant scored on text, GPT-1 asking for a genai bundle, and
 # a GPT-1 whose exported head is off.
 EXTRA = {"gpt1_off": 'factory = "models.nocache:gpt1_off"\n',
@@ -115,6 +128,7 @@ def test_a_decoder_with_no_cache_generates_by_rerunning_the_whole_prefix(
     assert result["passed"], errors(result)
     generation = result["generation"]
     assert generation["whole_prefix"] is True
+    assert generation["whole_prefix_reason"] == REASONS[name]
     assert generation["tokens_agree"] == [STEPS] * 4
     assert max(generation["max_logit_diff"]) <= result["atol"]
     layout = onnx_layout(run["out"] / f"{name}.onnx")
@@ -135,6 +149,8 @@ def test_the_generation_row_says_the_loop_reran_the_whole_prefix(run: dict) -> N
     rows = [line for line in run["report.md"].splitlines()
             if "each step re-ran the whole prefix" in line]
     assert len(rows) == len(NAMES) + len(EXTRA), run["report.md"]
+    [bert] = [line for line in rows if "| `bert` |" in line]
+    assert "(forward returns no cache after a prompt pass)" in bert
 
 
 @pytest.mark.slow

@@ -239,6 +239,35 @@ def test_image_tokens_that_do_not_match_the_images_name_the_inputs(name: str,
         family.derive(built[name], {**SAMPLES[name](), "image_sizes": np.ones(2)}, contract)
 
 
+def test_a_tower_pytorch_cannot_run_on_the_image_is_the_models_failure_not_a_crash() -> None:
+    """Gemma 3 pooling a 4x4 patch grid to 25 tokens: avg_pool2d gets a kernel of 0 in
+    PyTorch ("stride should not be zero"); the pipeline says so as the model's failure."""
+    from transformers import (
+        Gemma3Config,
+        Gemma3ForConditionalGeneration,
+        Gemma3TextConfig,
+        SiglipVisionConfig,
+    )
+
+    from onnx_parity.models.reference import ReferenceFailure
+    from onnx_parity.pipeline.generating.vl_generating import _image_features
+
+    torch.manual_seed(0)
+    model = Gemma3ForConditionalGeneration(Gemma3Config(
+        vision_config=SiglipVisionConfig(hidden_size=32, intermediate_size=64,
+                                         num_hidden_layers=1, num_attention_heads=2,
+                                         image_size=32, patch_size=8),
+        text_config=Gemma3TextConfig(vocab_size=128, hidden_size=32, intermediate_size=64,
+                                     num_hidden_layers=1, num_attention_heads=2,
+                                     num_key_value_heads=1, head_dim=16),
+        mm_tokens_per_image=25, image_token_index=IMAGE)).eval()
+    family = family_of(model)
+    assert family is not None
+    with pytest.raises(ReferenceFailure, match=r"RuntimeError: stride should not be zero "
+                       r"\(get_image_features of gemma3's example image, shape \[1, 3, 32, 32\]"):
+        _image_features(family, model, family.example_image(model), False)
+
+
 # ---- the real CLI: the three models in one repository, one run ----
 
 CLI_STEPS = 8

@@ -168,7 +168,8 @@ class GenerationResult:
     pipeline: PipelineChecks | None = None  # a vision-language model's three files
     full_prefix: FullPrefix | None = None  # the cached loop against the model's full forward
     experts: ExpertsCheck | None = None  # a mixture-of-experts decoder's
-    whole_prefix: bool = False  # forward takes no cache: every step re-ran the whole prefix
+    whole_prefix: bool = False  # no cache a file can carry: every step re-ran the whole prefix
+    whole_prefix_reason: str = ""  # why: "forward takes no cache", or what its cache holds
 
     @property
     def agreed(self) -> int:

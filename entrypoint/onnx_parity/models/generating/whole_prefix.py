@@ -21,7 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from onnx_parity.models.generating.base import CacheShape, DecoderFamily, decoder_config, eos
+from onnx_parity.models.generating.base import (
+    WHOLE_PREFIX,
+    CacheShape,
+    DecoderFamily,
+    whole_prefix_shape,
+)
 from onnx_parity.models.generating.dense import check_prompts
 from onnx_parity.settings import ModelSpec
 
@@ -68,7 +73,7 @@ def _wrapper_class() -> type:
 class WholePrefix:
     """A causal LM with no cache to feed back: every step re-runs the whole prefix."""
 
-    name = "whole-prefix"
+    name = WHOLE_PREFIX
 
     def matches(self, module: Any, spec: ModelSpec) -> bool:
         return (spec.generate is not None and spec.generate.cache is None
@@ -76,8 +81,7 @@ class WholePrefix:
 
     def cache_shape(self, module: Any, spec: ModelSpec) -> CacheShape:
         check_prompts(spec.name, tuple(spec.inputs) if isinstance(spec.inputs, dict) else ())
-        return CacheShape(0, 0, 0, False, eos(module, decoder_config(module)),
-                          family=self.name, whole_prefix=True)
+        return whole_prefix_shape(module, "forward takes no cache")
 
     def step_module(self, module: Any, shape: CacheShape) -> Any:  # noqa: ARG002
         return _wrapper_class()(module)

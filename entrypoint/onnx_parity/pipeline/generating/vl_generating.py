@@ -27,10 +27,12 @@ from onnx_parity.findings import Finding
 from onnx_parity.generation_results import PipelineChecks
 from onnx_parity.models import (
     Family,
+    Image,
     LoadedModel,
     LoadError,
     OffloadedWeights,
     PipelineContract,
+    ReferenceFailure,
     bind_inputs,
     cache_shape,
     decoder_samples,
@@ -153,7 +155,7 @@ def _parts(family: Family, model: Any, given: tuple[PipelineContract, dict[str, 
     contract, prompts = given
     images = family.images(prompts)
     image = images[0] if images else family.example_image(model)
-    features = family.image_features(model, image)
+    features = _image_features(family, model, image, bool(images))
     made = []
     for module, spec, samples in (
             (family.vision_module(model), vision_spec(ledger.spec, contract),
@@ -169,6 +171,17 @@ def _parts(family: Family, model: Any, given: tuple[PipelineContract, dict[str, 
         drop_program_weights(outcome.program)
         made.append(Part(module, spec, outcome))
     return made[0], made[1]
+
+
+def _image_features(family: Family, model: Any, image: Image, sampled: bool) -> np.ndarray:
+    """PyTorch's features of the image the embedding file is exported with; PyTorch failing on
+    it (a tower whose pooling its image size does not fit) is the model's (ReferenceFailure)."""
+    try:
+        return family.image_features(model, image)
+    except Exception as error:  # whatever get_image_features raises is the model's failure
+        which = "the samples' first image" if sampled else f"{family.name}'s example image"
+        raise ReferenceFailure(f"{type(error).__name__}: {error} (get_image_features of {which}, "
+                               f"shape {list(np.shape(image['pixel_values']))})", error) from error
 
 
 def _with_image(ids: np.ndarray, contract: PipelineContract, tokens: int) -> np.ndarray:

@@ -46,6 +46,7 @@ def generation_to_json(g: GenerationResult) -> GenerationJson:
         data["full_prefix"] = full_prefix_to_json(g.full_prefix)
     if g.whole_prefix:
         data["whole_prefix"] = True
+        data["whole_prefix_reason"] = g.whole_prefix_reason
     if g.experts is not None:
         e = g.experts
         data["experts"] = {"pytorch": list(e.pytorch), "exported": list(e.exported),
@@ -67,7 +68,8 @@ def generation_from_json(data: GenerationJson | None) -> GenerationResult | None
         thresholds=thresholds_from_json(data.get("thresholds", [])),
         pipeline=pipeline_from_json(data.get("pipeline")),
         full_prefix=full_prefix_from_json(data.get("full_prefix")),
-        experts=_experts_from_json(data), whole_prefix=data.get("whole_prefix", False))
+        experts=_experts_from_json(data), whole_prefix=data.get("whole_prefix", False),
+        whole_prefix_reason=data.get("whole_prefix_reason", ""))
 
 
 def _experts_from_json(data: GenerationJson) -> ExpertsCheck | None:

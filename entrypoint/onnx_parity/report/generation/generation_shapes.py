@@ -36,7 +36,8 @@ class GenerationJson(TypedDict):  # generation_results.GenerationResult
     full_prefix: NotRequired[FullPrefixJson]
     experts: NotRequired[ExpertsJson]  # a mixture-of-experts decoder's implementations
     routing: NotRequired[list[ExpertLayerJson]]  # and PyTorch's routing, per layer
-    whole_prefix: NotRequired[bool]  # true: forward takes no cache, every step re-ran the prefix
+    whole_prefix: NotRequired[bool]  # true: no cache a file can carry, every step re-ran the prefix
+    whole_prefix_reason: NotRequired[str]  # why: "forward takes no cache", or what its cache holds
 
 
 class ExpertsJson(TypedDict):  # generation_results.ExpertsCheck, its routing apart

@@ -36,7 +36,7 @@ def generation_summary(g: GenerationResult) -> str:
     if g.teacher_forced_from is not None:
         text += f"; teacher-forced from step {g.teacher_forced_from}"
     if g.whole_prefix:
-        text += "; each step re-ran the whole prefix (forward takes no cache)"
+        text += f"; each step re-ran the whole prefix ({g.whole_prefix_reason or 'no cache'})"
     if g.pipeline is not None and g.pipeline.derived:  # said where the user reads the verdict
         names = ", ".join(f"`{item.split(':', 1)[0]}`" for item in g.pipeline.derived)
         text += f"; {names} derived (not in the samples: report.json says how)"

@@ -149,7 +149,8 @@ def check_generation(decoders: Decoders, prompts: dict[str, np.ndarray], spec: M
     findings += coverage_findings(experts)
     result = GenerationResult(run.steps, len(ids), tuple(run.agree), difference,
                               tuple(run.drift), forced, full_prefix=prefix,
-                              experts=experts, whole_prefix=decoders.shape.whole_prefix)
+                              experts=experts, whole_prefix=decoders.shape.whole_prefix,
+                              whole_prefix_reason=decoders.shape.whole_prefix_reason)
     return Generated(result, findings, run.comparisons, run.failing, session)
 
 
