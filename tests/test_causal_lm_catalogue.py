@@ -26,14 +26,15 @@ NEVER = {"crash", "load-error"}
 
 # Still failing, each an export or numeric defect the finding names (issue 34 stays open).
 OPEN = {
-    # state-space and recurrent decoders: the state is not a past of the file yet (§2)
+    # state-space and recurrent decoders: the state is not a past of the file yet (§2), or
+    # (RWKV, RecurrentGemma: forward returns no cache) the whole-prefix file holds one length
     "mamba": "runtime-error: onnxruntime fails at step 1 (a state the step's file freezes)",
     "falcon_mamba": "runtime-error: onnxruntime fails at step 1, as Mamba",
     "jamba": "runtime-error: onnxruntime fails at step 1 in its Mamba layer",
     "zamba": "runtime-error: onnxruntime fails at step 1 in its Mamba layer",
     "xlstm": "runtime-error: onnxruntime fails at step 1 (a Reshape of its mLSTM state)",
-    "rwkv": "parity-mismatch 2.16 from step 1: its state is not carried by the file",
-    "recurrent_gemma": "parity-mismatch 0.134 from step 1: its recurrent state, as RWKV's",
+    "rwkv": "parity-mismatch 2.16 from step 1: whole-prefix, right at the prompt's length only",
+    "recurrent_gemma": "parity-mismatch 0.134 from step 1, as RWKV",
     "deepseek_v4": "runtime-error: onnxruntime fails at step 2 (a broadcast its export froze)",
     "moshi": "runtime-error: its past is fed at rank 3 where the file takes rank 4",
     # exporter defects the finding names with the exporter's message

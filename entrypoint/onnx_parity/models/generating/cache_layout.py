@@ -95,8 +95,9 @@ def _rebuilt_step(module: Any, constants: Mapping[str, object], cache: Any) -> s
     try:
         rebuilt = _forward(module, constants, dynamic_cache(
             members, getattr(module, "config", None)))
-    except ReferenceFailure as failure:
-        return f"{more}: a step with them rebuilt as a DynamicCache fails ({failure})"
+    except ReferenceFailure as failure:  # ProphetNet: a cached step takes one token only
+        head = more or f"its {type(cache).__name__}'s keys and values"
+        return f"{head}: a step with them rebuilt as a DynamicCache fails ({failure})"
     own, again = _logits(_forward(module, constants, cache)), _logits(rebuilt)
     if not own.numel():  # CPM-Ant: its cached step returns no position
         return (f"a step of {PROBE_TOKENS} tokens with its own {type(cache).__name__} gives "
@@ -104,20 +105,19 @@ def _rebuilt_step(module: Any, constants: Mapping[str, object], cache: Any) -> s
     difference = (float((again - own).abs().max()) if own.shape == again.shape
                   else float("inf"))
     if not difference <= REBUILT_ATOL:  # NaN included
-        return (f"{more}: a step with them rebuilt as a DynamicCache gives logits "
+        head = more or f"its {type(cache).__name__} holds more than keys and values"
+        return (f"{head}: a step with them rebuilt as a DynamicCache gives logits "
                 f"{difference:.2g} from its own cache's")
     return ""
 
 
 def _more_than_keys(cache: Any) -> str:
-    """What the cache holds beside keys and values, as far as its layers name it."""
+    """What the cache holds beside keys and values as far as its layers name it, or ''."""
     layer = cache.layers[0]
     extra = ", ".join(name for name in _tensor_members(layer).split(", ")
                       if name and name not in ("keys", "values"))
-    if extra:
-        return (f"its {type(cache).__name__}'s layers ({type(layer).__name__}) hold {extra} "
-                "beside keys and values")
-    return f"its {type(cache).__name__} holds more than keys and values"
+    return (f"its {type(cache).__name__}'s layers ({type(layer).__name__}) hold {extra} beside "
+            "keys and values" if extra else "")
 
 
 def _logits(out: Any) -> Any:
